@@ -1,0 +1,45 @@
+//! `ctxlens check LOG [--json]`.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{Outcome, load, print_json};
+use crate::analysis::check::check;
+
+pub fn run(path: &Path, as_json: bool) -> anyhow::Result<Outcome> {
+    let log = load(path)?;
+    let problems = check(&log);
+    if as_json {
+        print_json(&json!({"ok": problems.is_empty(), "problems": problems}))?;
+    } else {
+        for p in &problems {
+            let seq = p.seq.map_or("-".to_string(), |s| s.to_string());
+            let session = if log.sessions.len() > 1 {
+                format!("[{}] ", p.session)
+            } else {
+                String::new()
+            };
+            println!(
+                "{session}seq {seq:>5}  {:<18} {}",
+                p.kind.as_str(),
+                p.message
+            );
+        }
+        match problems.len() {
+            0 => println!(
+                "{}: no problems ({} sessions, {} events)",
+                path.display(),
+                log.sessions.len(),
+                log.event_count()
+            ),
+            1 => println!("{}: 1 problem", path.display()),
+            n => println!("{}: {n} problems", path.display()),
+        }
+    }
+    Ok(if problems.is_empty() {
+        Outcome::Done
+    } else {
+        Outcome::Found
+    })
+}

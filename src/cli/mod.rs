@@ -1,0 +1,60 @@
+//! The commands behind the binary: each loads what it needs, asks the library,
+//! and prints the answer as text or JSON.
+
+pub mod check;
+pub mod sample;
+pub mod stats;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::log::Store;
+use crate::model::Log;
+
+/// How a command ended, short of an error.
+pub enum Outcome {
+    /// Exit 0.
+    Done,
+    /// Exit 1: the command found what it looks for (problems, a lost fact).
+    Found,
+    /// Exit 2: the command was not given enough to run.
+    Usage,
+}
+
+/// Turns a command's result into the exit status, printing any error in plain words.
+pub fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
+    match result {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Found) => ExitCode::from(1),
+        Ok(Outcome::Usage) => ExitCode::from(2),
+        Err(error) => {
+            eprintln!("ctxlens: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Opens and loads a whole log.
+pub fn load(path: &Path) -> anyhow::Result<Log> {
+    Ok(Store::open(path)?.load()?)
+}
+
+/// Prints a value as one line of JSON.
+pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string(value)?);
+    Ok(())
+}
+
+/// 12345 as "12,345".
+pub fn thousands(n: impl Into<i128>) -> String {
+    let digits = n.into().to_string();
+    let (sign, digits) = digits.split_at(usize::from(digits.starts_with('-')));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    format!("{sign}{out}")
+}

@@ -1,0 +1,151 @@
+//! `ctxlens stats LOG`: what a log holds and what it costs in tokens, with
+//! ctxlens's estimates and the provider's reported usage kept apart.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::{Outcome, load, print_json, thousands};
+use crate::model::{Kind, SessionLog};
+use crate::tokens::{Encoding, TokenCache};
+
+#[derive(Serialize)]
+struct Stats {
+    file: String,
+    encoding: Encoding,
+    sessions: Vec<SessionStats>,
+}
+
+#[derive(Serialize)]
+struct SessionStats {
+    id: String,
+    title: Option<String>,
+    turns: i64,
+    steps: u32,
+    events: usize,
+    summaries: usize,
+    calls: usize,
+    /// ctxlens's own count of the log's text.
+    estimate: Estimate,
+    /// Summed from `model_calls`: what the provider said.
+    reported: Reported,
+}
+
+#[derive(Serialize)]
+struct Estimate {
+    events: u64,
+    by_kind: BTreeMap<&'static str, u64>,
+    summaries: u64,
+}
+
+#[derive(Serialize, Default)]
+struct Reported {
+    calls_with_usage: usize,
+    last_input_tokens: Option<i64>,
+    input_tokens: i64,
+    cache_read_tokens: i64,
+    output_tokens: i64,
+}
+
+pub fn run(path: &Path, encoding: Encoding, as_json: bool) -> anyhow::Result<Outcome> {
+    let log = load(path)?;
+    let mut cache = TokenCache::new();
+    let sessions: Vec<SessionStats> = log
+        .sessions
+        .iter()
+        .map(|s| session_stats(s, encoding, &mut cache))
+        .collect();
+    let stats = Stats {
+        file: path.display().to_string(),
+        encoding,
+        sessions,
+    };
+    if as_json {
+        print_json(&stats)?;
+    } else {
+        print_text(&stats);
+    }
+    Ok(Outcome::Done)
+}
+
+fn session_stats(s: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> SessionStats {
+    let total = cache.count_events(encoding, &s.events);
+    let mut by_kind = BTreeMap::new();
+    for e in &s.events {
+        *by_kind.entry(e.kind.as_str()).or_insert(0) += u64::from(cache.event(encoding, e));
+    }
+    let summaries = s
+        .summaries
+        .iter()
+        .map(|summary| u64::from(cache.summary(encoding, summary)))
+        .sum();
+    let mut reported = Reported::default();
+    for call in s.calls.iter().filter(|c| c.usage.input_tokens.is_some()) {
+        let u = call.usage;
+        reported.calls_with_usage += 1;
+        reported.last_input_tokens = u.input_tokens;
+        reported.input_tokens += u.input_tokens.unwrap_or(0);
+        reported.cache_read_tokens += u.cache_read_tokens.unwrap_or(0);
+        reported.output_tokens += u.output_tokens.unwrap_or(0);
+    }
+    SessionStats {
+        id: s.id().to_string(),
+        title: s.session.title.clone(),
+        turns: s.turn_count(),
+        steps: s.step_count(),
+        events: s.events.len(),
+        summaries: s.summaries.len(),
+        calls: s.calls.len(),
+        estimate: Estimate {
+            events: total,
+            by_kind,
+            summaries,
+        },
+        reported,
+    }
+}
+
+fn print_text(stats: &Stats) {
+    let plural = if stats.sessions.len() == 1 { "" } else { "s" };
+    println!("{}: {} session{plural}", stats.file, stats.sessions.len());
+    for s in &stats.sessions {
+        println!();
+        match &s.title {
+            Some(title) => println!("session {} \"{title}\"", s.id),
+            None => println!("session {}", s.id),
+        }
+        println!(
+            "  {} turns, {} steps, {} events, {} summaries, {} model calls",
+            s.turns, s.steps, s.events, s.summaries, s.calls
+        );
+        let kinds: Vec<String> = Kind::ALL
+            .iter()
+            .filter_map(|k| {
+                Some(format!(
+                    "{k} {}",
+                    thousands(*s.estimate.by_kind.get(k.as_str())?)
+                ))
+            })
+            .collect();
+        println!(
+            "  estimate ({}): {} tokens of events ({}); summaries {}",
+            stats.encoding,
+            thousands(s.estimate.events),
+            kinds.join(", "),
+            thousands(s.estimate.summaries)
+        );
+        let r = &s.reported;
+        match r.last_input_tokens {
+            None => println!("  reported by the provider: no usage recorded"),
+            Some(last) => println!(
+                "  reported by the provider: input {} over {} calls (last call {}), cache reads {}, output {}",
+                thousands(r.input_tokens),
+                r.calls_with_usage,
+                thousands(last),
+                thousands(r.cache_read_tokens),
+                thousands(r.output_tokens)
+            ),
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Reading a log: read-only, tolerant of a writer appending beside it, and
+//! able to load only what is new since the last load.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, Row};
+
+use super::{Result, check_schema, precheck, sqlite_err};
+use crate::model::{Event, Kind, LoadNote, Log, ModelCall, Session, SessionLog, Summary, Usage};
+
+/// How long a read waits for a writer's lock before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A log opened for reading. It never writes the file.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    cursor: Cursor,
+}
+
+/// The newest row of each table already loaded.
+#[derive(Clone, Copy, Debug, Default)]
+struct Cursor {
+    seq: Option<i64>,
+    summary_id: Option<i64>,
+    call_id: Option<i64>,
+}
+
+/// What an incremental load added.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub sessions: usize,
+    pub events: usize,
+    pub summaries: usize,
+    pub calls: usize,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        *self == Changes::default()
+    }
+}
+
+impl Store {
+    /// Opens `path` read-only and checks that it is a log this build can read.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref();
+        precheck(path)?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(sqlite_err(path))?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite_err(path))?;
+        // Reading through a memory map is markedly faster for large logs; it writes nothing.
+        conn.pragma_update(None, "mmap_size", 1i64 << 32)
+            .map_err(sqlite_err(path))?;
+        check_schema(&conn, path)?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            cursor: Cursor::default(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Loads the whole log.
+    pub fn load(&mut self) -> Result<Log> {
+        self.cursor = Cursor::default();
+        let mut log = Log::default();
+        self.load_new(&mut log)?;
+        Ok(log)
+    }
+
+    /// Adds to `log` every row newer than what this store loaded before.
+    /// Reads in one transaction, so a writer's half-finished batch is never seen.
+    pub fn load_new(&mut self, log: &mut Log) -> Result<Changes> {
+        let path = self.path.clone();
+        let err = sqlite_err(&path);
+        let tx = self.conn.unchecked_transaction().map_err(&err)?;
+        let mut changes = Changes::default();
+
+        let sessions: Vec<Session> = query(
+            &tx,
+            "SELECT id, created_at, title, meta FROM sessions ORDER BY rowid",
+            [],
+            |r| {
+                Ok(Session {
+                    id: r.get(0)?,
+                    created_at: r.get(1)?,
+                    title: r.get(2)?,
+                    meta: r.get(3)?,
+                })
+            },
+        )
+        .map_err(&err)?;
+        for session in sessions {
+            match log.sessions.iter_mut().find(|s| s.id() == session.id) {
+                // A session first seen through one of its events was a stand-in until now.
+                Some(known) => known.session = session,
+                None => {
+                    log.sessions.push(SessionLog::new(session));
+                    changes.sessions += 1;
+                }
+            }
+        }
+
+        let mut stmt = tx
+            .prepare(
+                "SELECT seq, session_id, turn, ts, kind, tool_name, call_id, content, meta
+                 FROM events WHERE ?1 IS NULL OR seq > ?1 ORDER BY rowid",
+            )
+            .map_err(&err)?;
+        let mut rows = stmt.query([self.cursor.seq]).map_err(&err)?;
+        while let Some(row) = rows.next().map_err(&err)? {
+            let kind_text: String = row.get(4).map_err(&err)?;
+            let event = Event {
+                seq: row.get(0).map_err(&err)?,
+                session_id: row.get(1).map_err(&err)?,
+                turn: row.get(2).map_err(&err)?,
+                ts: row.get(3).map_err(&err)?,
+                kind: Kind::parse(&kind_text),
+                tool_name: row.get(5).map_err(&err)?,
+                call_id: row.get(6).map_err(&err)?,
+                content: row.get(7).map_err(&err)?,
+                meta: row.get(8).map_err(&err)?,
+            };
+            if event.kind == Kind::Unknown {
+                log.notes.push(LoadNote {
+                    session_id: event.session_id.clone(),
+                    seq: Some(event.seq),
+                    message: format!("unknown event kind '{kind_text}'"),
+                });
+            }
+            self.cursor.seq = Some(self.cursor.seq.map_or(event.seq, |s| s.max(event.seq)));
+            changes.events += 1;
+            push_event(log, event);
+        }
+        drop(rows);
+        drop(stmt);
+
+        let summaries = query(
+            &tx,
+            "SELECT id, session_id, version, from_seq, to_seq, content, created_at, created_by, meta
+             FROM summaries WHERE ?1 IS NULL OR id > ?1 ORDER BY id",
+            [self.cursor.summary_id],
+            |r| {
+                Ok(Summary {
+                    id: r.get(0)?,
+                    session_id: r.get(1)?,
+                    version: r.get(2)?,
+                    from_seq: r.get(3)?,
+                    to_seq: r.get(4)?,
+                    content: r.get(5)?,
+                    created_at: r.get(6)?,
+                    created_by: r.get(7)?,
+                    meta: r.get(8)?,
+                })
+            },
+        )
+        .map_err(&err)?;
+        for summary in summaries {
+            self.cursor.summary_id = Some(summary.id);
+            changes.summaries += 1;
+            log.session_mut(&summary.session_id).summaries.push(summary);
+        }
+
+        let calls = query(
+            &tx,
+            "SELECT id, session_id, turn, last_seq, ts, model, policy, summary_id, evictions,
+                    injections, rendered, input_tokens, cache_read_tokens, cache_write_tokens,
+                    output_tokens
+             FROM model_calls WHERE ?1 IS NULL OR id > ?1 ORDER BY id",
+            [self.cursor.call_id],
+            read_call,
+        )
+        .map_err(&err)?;
+        for call in calls {
+            self.cursor.call_id = Some(call.id);
+            changes.calls += 1;
+            log.session_mut(&call.session_id).calls.push(call);
+        }
+        tx.finish().map_err(&err)?;
+        Ok(changes)
+    }
+
+    /// SQLite's `data_version`: changes when another connection commits.
+    pub fn data_version(&self) -> Result<i64> {
+        self.conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map_err(sqlite_err(&self.path))
+    }
+}
+
+fn push_event(log: &mut Log, event: Event) {
+    if !log.sessions.iter().any(|s| s.id() == event.session_id) {
+        log.notes.push(LoadNote {
+            session_id: event.session_id.clone(),
+            seq: Some(event.seq),
+            message: format!(
+                "session '{}' is not in the sessions table",
+                event.session_id
+            ),
+        });
+    }
+    log.session_mut(&event.session_id.clone()).push_event(event);
+}
+
+fn read_call(r: &Row) -> rusqlite::Result<ModelCall> {
+    Ok(ModelCall {
+        id: r.get(0)?,
+        session_id: r.get(1)?,
+        turn: r.get(2)?,
+        last_seq: r.get(3)?,
+        ts: r.get(4)?,
+        model: r.get(5)?,
+        policy: r.get(6)?,
+        summary_id: r.get(7)?,
+        evictions: r
+            .get::<_, Option<String>>(8)?
+            .unwrap_or_else(|| "[]".into()),
+        injections: r
+            .get::<_, Option<String>>(9)?
+            .unwrap_or_else(|| "[]".into()),
+        rendered: r.get(10)?,
+        usage: Usage {
+            input_tokens: r.get(11)?,
+            cache_read_tokens: r.get(12)?,
+            cache_write_tokens: r.get(13)?,
+            output_tokens: r.get(14)?,
+        },
+    })
+}
+
+fn query<T, P: rusqlite::Params>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    map: impl FnMut(&Row) -> rusqlite::Result<T>,
+) -> rusqlite::Result<Vec<T>> {
+    conn.prepare(sql)?.query_map(params, map)?.collect()
+}

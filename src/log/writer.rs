@@ -1,0 +1,302 @@
+//! Appending to a log, for hosts that use ctxlens as their compaction library.
+//!
+//! The writer keeps the log's promises: seq strictly increasing, turns never
+//! going backwards within a session, and no tool result without an earlier call.
+//! A batch that breaks one is refused whole.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, params};
+
+use super::{LogError, Result, SCHEMA, SCHEMA_VERSION, check_schema, precheck, sqlite_err};
+use crate::model::{Event, Kind, ModelCall, Session, Summary};
+
+/// An open log that can be appended to.
+pub struct Writer {
+    conn: Connection,
+    path: PathBuf,
+    last_seq: i64,
+    sessions: HashMap<String, SessionState>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct SessionState {
+    last_turn: i64,
+    calls: HashSet<String>,
+}
+
+impl Writer {
+    /// Creates a new log at `path` (which must not exist yet) in WAL mode,
+    /// so readers can follow it while it is written.
+    pub fn create(path: impl AsRef<Path>) -> Result<Writer> {
+        let path = path.as_ref();
+        if path.exists() {
+            return Err(LogError::Exists(path.to_path_buf()));
+        }
+        let conn = Connection::open(path).map_err(sqlite_err(path))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .and_then(|_| conn.pragma_update(None, "user_version", SCHEMA_VERSION))
+            .and_then(|_| conn.execute_batch(SCHEMA))
+            .map_err(sqlite_err(path))?;
+        Writer::with_connection(conn, path)
+    }
+
+    /// Opens an existing log to append to it.
+    pub fn open(path: impl AsRef<Path>) -> Result<Writer> {
+        let path = path.as_ref();
+        precheck(path)?;
+        let conn = Connection::open(path).map_err(sqlite_err(path))?;
+        check_schema(&conn, path)?;
+        let mut writer = Writer::with_connection(conn, path)?;
+        writer.load_state()?;
+        Ok(writer)
+    }
+
+    fn with_connection(conn: Connection, path: &Path) -> Result<Writer> {
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(sqlite_err(path))?;
+        Ok(Writer {
+            conn,
+            path: path.to_path_buf(),
+            last_seq: 0,
+            sessions: HashMap::new(),
+        })
+    }
+
+    fn load_state(&mut self) -> Result<()> {
+        let err = sqlite_err(&self.path);
+        self.last_seq = self
+            .conn
+            .query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get(0))
+            .map_err(&err)?;
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT s.id, coalesce((SELECT max(turn) FROM events e WHERE e.session_id = s.id), 0)
+                 FROM sessions s",
+            )
+            .map_err(&err)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(&err)?;
+        for (id, last_turn) in rows {
+            self.sessions.insert(
+                id,
+                SessionState {
+                    last_turn,
+                    calls: HashSet::new(),
+                },
+            );
+        }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT session_id, call_id FROM events WHERE kind = 'tool_call' AND call_id IS NOT NULL")
+            .map_err(&err)?;
+        let calls = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(&err)?;
+        for (session, call_id) in calls {
+            self.sessions
+                .entry(session)
+                .or_default()
+                .calls
+                .insert(call_id);
+        }
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The seq the next event must be greater than.
+    pub fn last_seq(&self) -> i64 {
+        self.last_seq
+    }
+
+    /// Adds a session; its events may follow.
+    pub fn add_session(&mut self, session: &Session) -> Result<()> {
+        if self.sessions.contains_key(&session.id) {
+            return self.refuse(format!("session '{}' already exists", session.id));
+        }
+        self.conn
+            .execute(
+                "INSERT INTO sessions (id, created_at, title, meta) VALUES (?1, ?2, ?3, ?4)",
+                params![session.id, session.created_at, session.title, session.meta],
+            )
+            .map_err(sqlite_err(&self.path))?;
+        self.sessions
+            .insert(session.id.clone(), SessionState::default());
+        Ok(())
+    }
+
+    /// Appends events in one transaction. The whole batch is refused, and
+    /// nothing written, if any event would break the log's order or pairing.
+    pub fn append(&mut self, events: &[Event]) -> Result<()> {
+        let mut last_seq = self.last_seq;
+        let mut touched: HashMap<&str, SessionState> = HashMap::new();
+        for event in events {
+            let Some(known) = self.sessions.get(&event.session_id) else {
+                return self.refuse(format!(
+                    "seq {}: session '{}' was never added",
+                    event.seq, event.session_id
+                ));
+            };
+            let state = touched
+                .entry(&event.session_id)
+                .or_insert_with(|| known.clone());
+            if let Some(reason) = violation(event, last_seq, state) {
+                return self.refuse(format!("seq {}: {reason}", event.seq));
+            }
+            last_seq = event.seq;
+            state.last_turn = event.turn;
+            if event.kind == Kind::ToolCall {
+                state.calls.extend(event.call_id.clone());
+            }
+        }
+
+        let err = sqlite_err(&self.path);
+        let tx = self.conn.transaction().map_err(&err)?;
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO events (seq, session_id, turn, ts, kind, tool_name, call_id, content, meta)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )
+                .map_err(&err)?;
+            for e in events {
+                insert
+                    .execute(params![
+                        e.seq,
+                        e.session_id,
+                        e.turn,
+                        e.ts,
+                        e.kind.as_str(),
+                        e.tool_name,
+                        e.call_id,
+                        e.content,
+                        e.meta
+                    ])
+                    .map_err(&err)?;
+            }
+        }
+        tx.commit().map_err(&err)?;
+
+        self.last_seq = last_seq;
+        for (id, state) in touched {
+            self.sessions.insert(id.to_string(), state);
+        }
+        Ok(())
+    }
+
+    /// Adds a summary version; returns its id.
+    pub fn add_summary(&mut self, summary: &Summary) -> Result<i64> {
+        self.require_session(&summary.session_id)?;
+        self.conn
+            .execute(
+                "INSERT INTO summaries (session_id, version, from_seq, to_seq, content, created_at, created_by, meta)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    summary.session_id,
+                    summary.version,
+                    summary.from_seq,
+                    summary.to_seq,
+                    summary.content,
+                    summary.created_at,
+                    summary.created_by,
+                    summary.meta
+                ],
+            )
+            .map_err(sqlite_err(&self.path))?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Records the audit row of one model call; returns its id.
+    pub fn record_call(&mut self, call: &ModelCall) -> Result<i64> {
+        self.require_session(&call.session_id)?;
+        let u = &call.usage;
+        self.conn
+            .execute(
+                "INSERT INTO model_calls (session_id, turn, last_seq, ts, model, policy, summary_id,
+                    evictions, injections, rendered, input_tokens, cache_read_tokens,
+                    cache_write_tokens, output_tokens)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                params![
+                    call.session_id,
+                    call.turn,
+                    call.last_seq,
+                    call.ts,
+                    call.model,
+                    call.policy,
+                    call.summary_id,
+                    call.evictions,
+                    call.injections,
+                    call.rendered,
+                    u.input_tokens,
+                    u.cache_read_tokens,
+                    u.cache_write_tokens,
+                    u.output_tokens
+                ],
+            )
+            .map_err(sqlite_err(&self.path))?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Folds the write-ahead log into the main file and leaves a single,
+    /// self-contained file behind (rollback journal mode). For a finished log.
+    pub fn finish(self) -> Result<()> {
+        self.conn
+            .pragma_update(None, "journal_mode", "DELETE")
+            .map_err(sqlite_err(&self.path))?;
+        self.conn
+            .close()
+            .map_err(|(_, source)| sqlite_err(&self.path)(source))
+    }
+
+    fn require_session(&self, id: &str) -> Result<()> {
+        if self.sessions.contains_key(id) {
+            Ok(())
+        } else {
+            self.refuse(format!("session '{id}' was never added"))
+        }
+    }
+
+    fn refuse<T>(&self, reason: String) -> Result<T> {
+        Err(LogError::Refused {
+            path: self.path.clone(),
+            reason,
+        })
+    }
+}
+
+/// What is wrong with appending `event` after `last_seq`, if anything.
+fn violation(event: &Event, last_seq: i64, state: &SessionState) -> Option<String> {
+    if event.seq <= last_seq {
+        return Some(format!("seq must be greater than the last seq {last_seq}"));
+    }
+    if event.turn < state.last_turn {
+        return Some(format!(
+            "turn {} goes back from turn {}",
+            event.turn, state.last_turn
+        ));
+    }
+    if event.kind == Kind::Unknown {
+        return Some("unknown event kind".to_string());
+    }
+    if matches!(event.kind, Kind::ToolCall | Kind::ToolResult) && event.call_id.is_none() {
+        return Some(format!("a {} needs a call_id", event.kind));
+    }
+    if event.kind == Kind::ToolResult {
+        let call_id = event.call_id.as_deref().unwrap_or_default();
+        if !state.calls.contains(call_id) {
+            return Some(format!(
+                "tool_result for call_id '{call_id}' has no earlier tool_call"
+            ));
+        }
+    }
+    None
+}

@@ -1,0 +1,1188 @@
+//! `ctxlens sample DIR`: the sample sessions, written byte-for-byte the same
+//! every time (fixed clock, fixed ids, no randomness but a seeded generator).
+//!
+//! They are written as a host writes a log: events appended as they happen,
+//! a model call recorded before each step, summaries written between turns.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::log::{LogError, Writer};
+use crate::model::{Event, Eviction, Kind, ModelCall, Session, Summary, Usage};
+use crate::tokens::{Encoding, TokenCache};
+
+/// The file names `write_all` creates, in order.
+pub const FILES: [&str; 4] = [
+    "forgot-deploy-key.db",
+    "tool-heavy.db",
+    "two-sessions.db",
+    "broken.db",
+];
+
+/// Writes every sample into `dir` (created if needed), replacing older copies.
+pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>, LogError> {
+    std::fs::create_dir_all(dir).map_err(|source| LogError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut written = Vec::new();
+    for name in FILES {
+        let path = dir.join(name);
+        for stale in [
+            path.clone(),
+            wal_sibling(&path, "-wal"),
+            wal_sibling(&path, "-shm"),
+        ] {
+            if stale.exists() {
+                std::fs::remove_file(&stale).map_err(|source| LogError::Io {
+                    path: stale.clone(),
+                    source,
+                })?;
+            }
+        }
+        match name {
+            "forgot-deploy-key.db" => forgot_deploy_key(&path)?,
+            "tool-heavy.db" => tool_heavy(&path)?,
+            "two-sessions.db" => two_sessions(&path)?,
+            _ => broken(&path)?,
+        }
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn wal_sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// The fact the agent is told in turn 0 and has lost by the end.
+pub const DEPLOY_KEY_FACT: &str =
+    "the production deploy key is in 1Password, vault 'Platform', item 'billing-deploy-key'";
+
+const SYSTEM_PROMPT: &str = "You are a careful coding agent working in the user's repository. \
+Use the tools to read files, search and run tests. Keep the user informed and ask before anything irreversible.";
+
+/// A coding session of 31 turns where a durable fact from turn 0 is summarized away.
+fn forgot_deploy_key(path: &Path) -> Result<(), LogError> {
+    let policy = SamplePolicy {
+        context_window: 10_000,
+        output_reserve: 3_000,
+        keep_turns: 3,
+    };
+    let mut host = Host::create(path, "forgot-deploy-key", policy)?;
+    host.session(
+        "billing release prep",
+        json!({"model": "claude-sonnet-4-5", "context_window": 10000, "source": "ctxlens sample"}),
+    )?;
+    host.system(SYSTEM_PROMPT)?;
+    host.user(&format!(
+        "Hi! We're getting the billing service ready for today's release. Important for later: \
+         {DEPLOY_KEY_FACT}. Never copy it into the repo. First, read the README and tell me how the service is laid out."
+    ))?;
+    host.step(
+        "I'll start with the README.",
+        &[tool_read("README.md", 0, 60)],
+    )?;
+    host.answer("The service is a Rust workspace: `src/invoice.rs` builds invoices, `src/tax.rs` computes tax, \
+                 `src/ledger.rs` posts to the ledger, and `scripts/deploy.sh` ships it. I've noted where the deploy key lives.")?;
+
+    for (i, task) in TASKS.iter().enumerate() {
+        let turn = i + 1;
+        host.user(task.ask)?;
+        for (j, tool) in task.tools.iter().enumerate() {
+            let seed = (turn * 10 + j) as u64;
+            let call = match *tool {
+                "read_file" => tool_read(task.file, seed, 70 + (seed % 5) as usize * 20),
+                "grep" => tool_grep(task.pattern, seed),
+                "run_tests" => tool_tests(seed, task.failing),
+                _ => tool_edit(task.file, seed),
+            };
+            host.step(&format!("{} ({})", task.plan, tool), &[call])?;
+        }
+        host.answer(task.done)?;
+        host.summarize_if_needed(deploy_summary)?;
+    }
+
+    host.user("Everything is green and the changelog is done. Please deploy the billing service to production now.")?;
+    host.answer(
+        "I can run `scripts/deploy.sh`, but it needs the production deploy key and I don't know where it is stored. \
+         Where can I find the deploy key?",
+    )?;
+    host.finish()
+}
+
+/// The scripted summarizer of forgot-deploy-key: v1 keeps the deploy-key fact,
+/// later versions re-summarize and drop it, which is the bug the sample shows.
+fn deploy_summary(span: &[Event], version: i64) -> String {
+    let asks: Vec<String> = span
+        .iter()
+        .filter(|e| e.kind == Kind::User)
+        .map(|e| format!("- {}", first_sentence(&e.content)))
+        .collect();
+    let mut text = format!(
+        "Summary of the session so far (turns {} to {}).\nThe user asked:\n{}\n",
+        span.first().map_or(0, |e| e.turn),
+        span.last().map_or(0, |e| e.turn),
+        asks.join("\n")
+    );
+    if version == 1 {
+        text.push_str(&format!(
+            "Durable facts: {DEPLOY_KEY_FACT}; never commit it.\n"
+        ));
+    }
+    text.push_str("State: tests pass after the rounding and tax fixes; work continues on the release checklist.");
+    text
+}
+
+fn first_sentence(text: &str) -> &str {
+    let end = text.find(['.', '?', '!']).map_or(text.len(), |i| i + 1);
+    &text[..end]
+}
+
+/// One of the user's requests in forgot-deploy-key and the tools it takes.
+struct Task {
+    ask: &'static str,
+    plan: &'static str,
+    tools: &'static [&'static str],
+    file: &'static str,
+    pattern: &'static str,
+    failing: bool,
+    done: &'static str,
+}
+
+const TASKS: [Task; 29] = {
+    const fn t(
+        ask: &'static str,
+        plan: &'static str,
+        tools: &'static [&'static str],
+        file: &'static str,
+        pattern: &'static str,
+        failing: bool,
+        done: &'static str,
+    ) -> Task {
+        Task {
+            ask,
+            plan,
+            tools,
+            file,
+            pattern,
+            failing,
+            done,
+        }
+    }
+    [
+        t(
+            "Run the test suite and tell me what fails.",
+            "Running the tests",
+            &["run_tests"],
+            "",
+            "",
+            true,
+            "Two tests fail: invoice rounding and tax on zero amounts.",
+        ),
+        t(
+            "Look at the invoice rounding failure.",
+            "Reading the invoice code",
+            &["read_file", "grep"],
+            "src/invoice.rs",
+            "round",
+            false,
+            "Rounding uses floats; it should use integer cents.",
+        ),
+        t(
+            "Fix the rounding with integer cents.",
+            "Editing invoice.rs",
+            &["edit_file", "run_tests"],
+            "src/invoice.rs",
+            "",
+            true,
+            "Rounding is fixed; the zero-amount tax test still fails.",
+        ),
+        t(
+            "Now the zero-amount tax failure.",
+            "Reading tax.rs",
+            &["read_file", "edit_file"],
+            "src/tax.rs",
+            "",
+            false,
+            "Tax on zero now returns zero instead of the minimum charge.",
+        ),
+        t(
+            "Run all the tests again.",
+            "Running the tests",
+            &["run_tests"],
+            "",
+            "",
+            false,
+            "All 48 tests pass.",
+        ),
+        t(
+            "Find every TODO in src/.",
+            "Searching for TODOs",
+            &["grep"],
+            "",
+            "TODO",
+            false,
+            "There are 9 TODOs; three are in the ledger code.",
+        ),
+        t(
+            "Read the ledger module and explain the posting flow.",
+            "Reading ledger.rs",
+            &["read_file"],
+            "src/ledger.rs",
+            "",
+            false,
+            "Postings are batched per invoice and committed in one transaction.",
+        ),
+        t(
+            "Resolve the ledger TODO about retries.",
+            "Editing ledger.rs",
+            &["read_file", "edit_file", "run_tests"],
+            "src/ledger.rs",
+            "",
+            false,
+            "Ledger posting now retries three times with backoff.",
+        ),
+        t(
+            "Check how currencies are parsed.",
+            "Searching for currency parsing",
+            &["grep", "read_file"],
+            "src/currency.rs",
+            "parse_currency",
+            false,
+            "Currencies are parsed from ISO codes; unknown codes are rejected.",
+        ),
+        t(
+            "Add a test for unknown currency codes.",
+            "Adding a test",
+            &["edit_file", "run_tests"],
+            "tests/currency.rs",
+            "",
+            false,
+            "The new test passes.",
+        ),
+        t(
+            "Read the config loader.",
+            "Reading config.rs",
+            &["read_file"],
+            "src/config.rs",
+            "",
+            false,
+            "Config comes from env vars with a TOML fallback.",
+        ),
+        t(
+            "Make the config loader report the missing variable's name.",
+            "Editing config.rs",
+            &["edit_file", "run_tests"],
+            "src/config.rs",
+            "",
+            false,
+            "Missing variables are now named in the error.",
+        ),
+        t(
+            "Look for unwrap() calls in the request handlers.",
+            "Searching for unwrap",
+            &["grep"],
+            "",
+            "unwrap()",
+            false,
+            "Seven unwraps in handlers; four can fail on input.",
+        ),
+        t(
+            "Replace the four risky unwraps with proper errors.",
+            "Editing handlers",
+            &["read_file", "edit_file", "run_tests"],
+            "src/handlers.rs",
+            "",
+            false,
+            "The handlers return 400 on bad input now.",
+        ),
+        t(
+            "Read the migration files.",
+            "Reading migrations",
+            &["read_file", "read_file"],
+            "migrations/0007_invoices.sql",
+            "",
+            false,
+            "Migration 0007 adds the invoices table; 0008 adds an index.",
+        ),
+        t(
+            "Is the new index used by the invoice query?",
+            "Searching the query",
+            &["grep"],
+            "",
+            "idx_invoices_customer",
+            false,
+            "Yes, the customer query uses it.",
+        ),
+        t(
+            "Run the tests with the integration suite.",
+            "Running all tests",
+            &["run_tests"],
+            "",
+            "",
+            true,
+            "One integration test fails: ledger retry timing.",
+        ),
+        t(
+            "Fix the flaky ledger retry test.",
+            "Reading the test",
+            &["read_file", "edit_file", "run_tests"],
+            "tests/ledger.rs",
+            "",
+            false,
+            "The test now uses a fake clock and passes.",
+        ),
+        t(
+            "Read the deploy script so we know what it needs.",
+            "Reading deploy.sh",
+            &["read_file"],
+            "scripts/deploy.sh",
+            "",
+            false,
+            "The script builds, runs migrations and uploads with the deploy key.",
+        ),
+        t(
+            "Grep for hard-coded URLs.",
+            "Searching for URLs",
+            &["grep"],
+            "",
+            "https://",
+            false,
+            "Two staging URLs are hard-coded in tests only.",
+        ),
+        t(
+            "Update the CHANGELOG for this release.",
+            "Reading the changelog",
+            &["read_file", "edit_file"],
+            "CHANGELOG.md",
+            "",
+            false,
+            "The changelog lists the rounding, tax, ledger and config fixes.",
+        ),
+        t(
+            "Bump the version to 2.4.0.",
+            "Editing Cargo.toml",
+            &["edit_file"],
+            "Cargo.toml",
+            "",
+            false,
+            "Version is 2.4.0.",
+        ),
+        t(
+            "Run clippy-style checks via the test runner.",
+            "Running the checks",
+            &["run_tests"],
+            "",
+            "",
+            false,
+            "No warnings.",
+        ),
+        t(
+            "Read the metrics module.",
+            "Reading metrics.rs",
+            &["read_file"],
+            "src/metrics.rs",
+            "",
+            false,
+            "Metrics export invoice counts and ledger latency.",
+        ),
+        t(
+            "Add a counter for failed ledger posts.",
+            "Editing metrics.rs",
+            &["edit_file", "run_tests"],
+            "src/metrics.rs",
+            "",
+            false,
+            "A `ledger_post_failures_total` counter is exported.",
+        ),
+        t(
+            "Search for any secrets committed by mistake.",
+            "Searching for secrets",
+            &["grep"],
+            "",
+            "BEGIN OPENSSH PRIVATE KEY",
+            false,
+            "No secrets are in the repository.",
+        ),
+        t(
+            "Read the release checklist.",
+            "Reading RELEASE.md",
+            &["read_file"],
+            "RELEASE.md",
+            "",
+            false,
+            "The checklist: tests, changelog, version, tag, deploy.",
+        ),
+        t(
+            "Run the full test suite one last time.",
+            "Running the tests",
+            &["run_tests"],
+            "",
+            "",
+            false,
+            "All 51 tests pass.",
+        ),
+        t(
+            "Tag the release.",
+            "Tagging",
+            &["edit_file"],
+            "RELEASE.md",
+            "",
+            false,
+            "Tagged v2.4.0 locally.",
+        ),
+    ]
+};
+
+/// A tool-heavy session: large results, and tool-result retention alone keeps
+/// every call under budget, so no summary is ever needed.
+fn tool_heavy(path: &Path) -> Result<(), LogError> {
+    let policy = SamplePolicy {
+        context_window: 40_000,
+        output_reserve: 8_000,
+        keep_turns: 1,
+    };
+    let mut host = Host::create(path, "tool-heavy", policy)?;
+    host.session(
+        "profiling the search service",
+        json!({"model": "gpt-5", "context_window": 40000, "source": "ctxlens sample"}),
+    )?;
+    host.system(SYSTEM_PROMPT)?;
+    let asks = [
+        "Why is search slow? Start by reading the query planner.",
+        "Grep for every place the index is rebuilt.",
+        "Run the benchmarks and show me the slow ones.",
+        "Read the tokenizer and the scorer.",
+        "Find all callers of rebuild_index.",
+        "Run the tests for the planner.",
+        "Read the cache layer.",
+        "Run the benchmarks again after the cache change.",
+        "Grep for allocations in the hot loop.",
+        "Run the whole test suite.",
+    ];
+    for (turn, ask) in asks.iter().enumerate() {
+        host.user(ask)?;
+        let seed = 100 + turn as u64;
+        let calls = [
+            tool_read("src/search/planner.rs", seed, 160),
+            tool_grep("rebuild_index", seed + 1),
+            tool_tests(seed + 2, turn % 3 == 2),
+        ];
+        host.step("Looking into it.", &calls)?;
+        host.answer("Here is what I found; the large outputs above have the detail.")?;
+        host.summarize_if_needed(|_, _| unreachable_summary())?;
+    }
+    host.finish()
+}
+
+fn unreachable_summary() -> String {
+    // tool-heavy is built so that retention alone suffices; a summary here would be a bug in the sample.
+    "tool-heavy should never need a summary".to_string()
+}
+
+/// Two sessions in one file, their events interleaved in time.
+fn two_sessions(path: &Path) -> Result<(), LogError> {
+    let policy = SamplePolicy {
+        context_window: 32_000,
+        output_reserve: 4_000,
+        keep_turns: 2,
+    };
+    let mut writer = Writer::create(path)?;
+    let mut hosts = [
+        HostState::new("docs-fix", "fix the docs build", policy),
+        HostState::new("api-review", "review the API change", policy),
+    ];
+    let metas = [
+        json!({"model": "claude-haiku-4-5", "context_window": 32000, "source": "ctxlens sample"}),
+        json!({"model": "gpt-5-mini", "context_window": 32000, "source": "ctxlens sample"}),
+    ];
+    for (host, meta) in hosts.iter_mut().zip(metas) {
+        host.session(&mut writer, meta)?;
+    }
+    let mut seq = 0;
+    let mut clock = Clock::default();
+    let asks = [
+        [
+            "The docs build fails. Find out why.",
+            "Review the new pagination API.",
+        ],
+        [
+            "Fix the broken link it reports.",
+            "Does it keep backwards compatibility?",
+        ],
+        ["Rebuild the docs.", "Write the review summary."],
+    ];
+    for (turn, pair) in asks.iter().enumerate() {
+        for (host, ask) in hosts.iter_mut().zip(pair) {
+            let mut io = Io {
+                writer: &mut writer,
+                seq: &mut seq,
+                clock: &mut clock,
+            };
+            if turn == 0 {
+                host.system(&mut io, SYSTEM_PROMPT)?;
+            }
+            host.user(&mut io, ask)?;
+            let seed = 300 + turn as u64;
+            let tool = if host.id == "docs-fix" {
+                tool_tests(seed, turn == 0)
+            } else {
+                tool_read("src/api/pagination.rs", seed, 50)
+            };
+            host.step(&mut io, "On it.", &[tool])?;
+            host.answer(&mut io, "Done; see above.")?;
+        }
+    }
+    writer.finish()
+}
+
+/// A log with every problem `check` knows, each planted once, so `check` has
+/// something real to find. Written with plain SQL: the writer refuses all of it.
+fn broken(path: &Path) -> Result<(), LogError> {
+    let err = crate::log::sqlite_err(path);
+    let conn = rusqlite::Connection::open(path).map_err(&err)?;
+    conn.pragma_update(None, "foreign_keys", false)
+        .map_err(&err)?;
+    // `seq` is not the rowid here, so rows can be stored out of seq order.
+    let schema = crate::log::SCHEMA.replace(
+        "seq         INTEGER PRIMARY KEY",
+        "seq         INTEGER NOT NULL",
+    );
+    conn.execute_batch(&schema).map_err(&err)?;
+    conn.pragma_update(None, "user_version", crate::log::SCHEMA_VERSION)
+        .map_err(&err)?;
+    conn.execute_batch(BROKEN_SQL).map_err(&err)?;
+    conn.close().map_err(|(_, e)| err(e))
+}
+
+/// The problems planted in broken.db, as (seq, kind): what `check` must find.
+pub const BROKEN_PROBLEMS: [(Option<i64>, &str); 17] = [
+    (Some(14), "bad_event"),
+    (Some(15), "bad_event"),
+    (None, "bad_json"),
+    (Some(3), "bad_json"),
+    (Some(6), "seq_order"),
+    (Some(8), "turn_order"),
+    (Some(9), "orphan_call"),
+    (Some(11), "orphan_result"),
+    (Some(12), "duplicate_call_id"),
+    (Some(13), "tool_name_mismatch"),
+    (Some(5), "summary_span"),
+    (Some(2), "summary_span"),
+    (Some(5), "summary_order"),
+    (Some(13), "bad_json"),
+    (Some(99), "call_last_seq"),
+    (Some(13), "call_summary"),
+    (Some(13), "call_turn"),
+];
+
+const BROKEN_SQL: &str = r#"
+INSERT INTO sessions VALUES ('broken', '2026-03-02T09:00:00Z', 'every problem check knows', '{"model": "x",');
+INSERT INTO events VALUES (1, 'broken', 0, '2026-03-02T09:00:00Z', 'system', NULL, NULL, 'You are an agent.', NULL);
+INSERT INTO events VALUES (2, 'broken', 0, '2026-03-02T09:00:01Z', 'user', NULL, NULL, 'Read the config.', NULL);
+INSERT INTO events VALUES (3, 'broken', 0, '2026-03-02T09:00:02Z', 'tool_call', 'read_file', 'c1', '{"path":"config.toml"}', '{bad json');
+INSERT INTO events VALUES (4, 'broken', 0, '2026-03-02T09:00:03Z', 'tool_result', 'read_file', 'c1', 'port = 8080', NULL);
+INSERT INTO events VALUES (7, 'broken', 1, '2026-03-02T09:00:04Z', 'user', NULL, NULL, 'Now the logs.', NULL);
+INSERT INTO events VALUES (6, 'broken', 1, '2026-03-02T09:00:05Z', 'assistant', NULL, NULL, 'Stored before seq 7 although it is smaller.', NULL);
+INSERT INTO events VALUES (8, 'broken', 0, '2026-03-02T09:00:06Z', 'assistant', NULL, NULL, 'My turn went backwards.', NULL);
+INSERT INTO events VALUES (9, 'broken', 1, '2026-03-02T09:00:07Z', 'tool_call', 'grep', 'c2', '{"pattern":"ERROR"}', NULL);
+INSERT INTO events VALUES (10, 'broken', 1, '2026-03-02T09:00:08Z', 'assistant', NULL, NULL, 'I moved on without the grep result.', NULL);
+INSERT INTO events VALUES (11, 'broken', 1, '2026-03-02T09:00:09Z', 'tool_result', 'grep', 'c-none', 'no call asked for this', NULL);
+INSERT INTO events VALUES (12, 'broken', 1, '2026-03-02T09:00:10Z', 'tool_call', 'read_file', 'c1', '{"path":"again.toml"}', NULL);
+INSERT INTO events VALUES (13, 'broken', 1, '2026-03-02T09:00:11Z', 'tool_result', 'write_file', 'c1', 'a result naming another tool', NULL);
+INSERT INTO events VALUES (14, 'broken', 1, '2026-03-02T09:00:12Z', 'tool_use', NULL, NULL, 'a kind from another tool', NULL);
+INSERT INTO events VALUES (15, 'ghost', 0, '2026-03-02T09:00:13Z', 'user', NULL, NULL, 'a session that does not exist', NULL);
+INSERT INTO summaries VALUES (1, 'broken', 1, 5, 3, 'reversed span', '2026-03-02T09:01:00Z', 'sample', NULL);
+INSERT INTO summaries VALUES (2, 'broken', 2, 2, 40, 'reaches past the last event', '2026-03-02T09:01:01Z', 'sample', NULL);
+INSERT INTO summaries VALUES (3, 'broken', 3, 5, 5, 'covers no event and ends before v2', '2026-03-02T09:01:02Z', 'sample', NULL);
+INSERT INTO model_calls (id, session_id, turn, last_seq, ts, evictions) VALUES (1, 'broken', 1, 13, '2026-03-02T09:02:00Z', '[{"seq": 4,');
+INSERT INTO model_calls (id, session_id, turn, last_seq, ts) VALUES (2, 'broken', 1, 99, '2026-03-02T09:02:01Z');
+INSERT INTO model_calls (id, session_id, turn, last_seq, ts, summary_id) VALUES (3, 'broken', 1, 13, '2026-03-02T09:02:02Z', 42);
+INSERT INTO model_calls (id, session_id, turn, last_seq, ts) VALUES (4, 'broken', 0, 13, '2026-03-02T09:02:03Z');
+"#;
+
+// ---------------------------------------------------------------------------
+// The host: what an agent host does around each model call.
+
+/// The sample's retention policy, recorded with every call.
+#[derive(Clone, Copy, Debug)]
+struct SamplePolicy {
+    context_window: i64,
+    output_reserve: i64,
+    keep_turns: i64,
+}
+
+impl SamplePolicy {
+    const SAFETY_MARGIN: f64 = 0.05;
+
+    fn target(&self) -> i64 {
+        ((self.context_window - self.output_reserve) as f64 * (1.0 - Self::SAFETY_MARGIN)) as i64
+    }
+
+    fn json(&self) -> String {
+        json!({
+            "preset": "pipeline",
+            "budget": {
+                "context_window": self.context_window,
+                "output_reserve": self.output_reserve,
+                "safety_margin": Self::SAFETY_MARGIN,
+                "encoding": "o200k_base",
+            },
+            "tool_results": {"mode": "age", "keep_turns": self.keep_turns, "stub": STUB},
+            "summary": {"use_recorded": true},
+        })
+        .to_string()
+    }
+}
+
+const STUB: &str = "[result expired]";
+
+/// The log's clock: starts at a fixed instant and moves a few seconds per event.
+#[derive(Default)]
+struct Clock {
+    seconds: i64,
+}
+
+impl Clock {
+    fn tick(&mut self, seconds: i64) -> String {
+        self.seconds += seconds;
+        timestamp(self.seconds)
+    }
+
+    fn now(&self) -> String {
+        timestamp(self.seconds)
+    }
+}
+
+/// RFC 3339 for 2026-03-02T09:00:00Z plus `seconds` (less than a day or so).
+fn timestamp(seconds: i64) -> String {
+    let (day, rest) = (seconds / 86_400, seconds % 86_400);
+    let total = 9 * 3600 + rest;
+    format!(
+        "2026-03-{:02}T{:02}:{:02}:{:02}Z",
+        2 + day + total / 86_400,
+        (total % 86_400) / 3600,
+        (total % 3600) / 60,
+        total % 60
+    )
+}
+
+/// The shared pieces a host writes through.
+struct Io<'a> {
+    writer: &'a mut Writer,
+    seq: &'a mut i64,
+    clock: &'a mut Clock,
+}
+
+/// One session's host-side state.
+struct HostState {
+    id: String,
+    title: String,
+    policy: SamplePolicy,
+    turn: i64,
+    started: bool,
+    calls: u32,
+    events: Vec<Event>,
+    summaries: Vec<Summary>,
+    summary_in_use: Option<i64>,
+    tokens: TokenCache,
+}
+
+/// A tool call the agent makes and the result its tool gives.
+struct ToolUse {
+    name: &'static str,
+    arguments: String,
+    result: String,
+}
+
+impl HostState {
+    fn new(id: &str, title: &str, policy: SamplePolicy) -> HostState {
+        HostState {
+            id: id.to_string(),
+            title: title.to_string(),
+            policy,
+            turn: 0,
+            started: false,
+            calls: 0,
+            events: Vec::new(),
+            summaries: Vec::new(),
+            summary_in_use: None,
+            tokens: TokenCache::new(),
+        }
+    }
+
+    fn session(&mut self, writer: &mut Writer, meta: serde_json::Value) -> Result<(), LogError> {
+        writer.add_session(&Session {
+            id: self.id.clone(),
+            created_at: timestamp(0),
+            title: Some(self.title.clone()),
+            meta: Some(meta.to_string()),
+        })
+    }
+
+    fn event(
+        &mut self,
+        io: &mut Io,
+        kind: Kind,
+        content: &str,
+        tool: Option<(&str, &str)>,
+    ) -> Event {
+        *io.seq += 1;
+        let event = Event {
+            seq: *io.seq,
+            session_id: self.id.clone(),
+            turn: self.turn,
+            ts: io.clock.tick(if kind == Kind::User { 40 } else { 3 }),
+            kind,
+            tool_name: tool.map(|(name, _)| name.to_string()),
+            call_id: tool.map(|(_, id)| id.to_string()),
+            content: content.to_string(),
+            meta: None,
+        };
+        self.events.push(event.clone());
+        event
+    }
+
+    fn system(&mut self, io: &mut Io, text: &str) -> Result<(), LogError> {
+        let e = self.event(io, Kind::System, text, None);
+        io.writer.append(&[e])
+    }
+
+    fn user(&mut self, io: &mut Io, text: &str) -> Result<(), LogError> {
+        if self.started {
+            self.turn += 1;
+        }
+        self.started = true;
+        let e = self.event(io, Kind::User, text, None);
+        io.writer.append(&[e])
+    }
+
+    /// One step: a model call, then the agent's text and tool calls, then the results.
+    fn step(&mut self, io: &mut Io, text: &str, tools: &[ToolUse]) -> Result<(), LogError> {
+        self.record_call(io)?;
+        let thought = reasoning(text, io.clock.seconds as u64);
+        let mut batch = vec![
+            self.event(io, Kind::Reasoning, &thought, None),
+            self.event(io, Kind::Assistant, text, None),
+        ];
+        let first_call = self.calls;
+        for (i, tool) in tools.iter().enumerate() {
+            let id = format!("call_{}_{}", self.id, first_call as usize * 4 + i);
+            batch.push(self.event(io, Kind::ToolCall, &tool.arguments, Some((tool.name, &id))));
+        }
+        io.writer.append(&batch)?;
+        let results: Vec<Event> = tools
+            .iter()
+            .enumerate()
+            .map(|(i, tool)| {
+                let id = format!("call_{}_{}", self.id, first_call as usize * 4 + i);
+                self.event(io, Kind::ToolResult, &tool.result, Some((tool.name, &id)))
+            })
+            .collect();
+        io.writer.append(&results)
+    }
+
+    /// The final step of a turn: a model call answered with text only.
+    fn answer(&mut self, io: &mut Io, text: &str) -> Result<(), LogError> {
+        self.record_call(io)?;
+        let text = format!("{text} {}", filler(io.clock.seconds as u64, 3));
+        let e = self.event(io, Kind::Assistant, &text, None);
+        io.writer.append(&[e])
+    }
+
+    /// Projects the context as seed 000's pipeline does (age retention, then the
+    /// newest applicable summary) and records the call's audit row.
+    fn record_call(&mut self, io: &mut Io) -> Result<(), LogError> {
+        let last_seq = self.events.last().map_or(0, |e| e.seq);
+        let ts = io.clock.tick(1);
+        let projection = self.project(&ts);
+        self.summary_in_use = projection.summary_id;
+        self.calls += 1;
+        let input = projection.tokens;
+        io.writer.record_call(&ModelCall {
+            session_id: self.id.clone(),
+            turn: self.turn,
+            last_seq,
+            ts,
+            model: Some("sample-model".to_string()),
+            policy: Some(self.policy.json()),
+            summary_id: projection.summary_id,
+            evictions: serde_json::to_string(&projection.evictions).unwrap_or_default(),
+            usage: Usage {
+                // What a provider would report: its tokenizer differs a little from ours.
+                input_tokens: Some(input + input / 25 + 7),
+                cache_read_tokens: Some(projection.stable_prefix),
+                cache_write_tokens: Some(input - projection.stable_prefix),
+                output_tokens: Some(60 + i64::from(self.calls % 7) * 15),
+            },
+            ..ModelCall::default()
+        })?;
+        Ok(())
+    }
+
+    fn project(&mut self, ts: &str) -> PlainProjection {
+        let encoding = Encoding::O200kBase;
+        let stub_tokens = encoding.count(STUB) as i64;
+        let mut evictions = Vec::new();
+        let mut tokens = 0;
+        for e in &self.events {
+            let age = self.turn - e.turn;
+            if e.kind == Kind::ToolResult && age > self.policy.keep_turns {
+                evictions.push(Eviction {
+                    seq: e.seq,
+                    action: "stubbed".into(),
+                    reducer: Some("tool_results".into()),
+                });
+                tokens += stub_tokens;
+            } else {
+                tokens += i64::from(self.tokens.event(encoding, e));
+            }
+        }
+        let last_seq = self.events.last().map_or(0, |e| e.seq);
+        let applicable = |s: &&Summary| s.to_seq < last_seq && s.created_at.as_str() <= ts;
+        // Once a summary is in use it stays (the tail stays byte-stable); a newer
+        // version replaces it only when the context is over its target again.
+        let in_use = self
+            .summaries
+            .iter()
+            .find(|s| Some(s.id) == self.summary_in_use)
+            .cloned();
+        let newest = self.summaries.iter().rev().find(applicable).cloned();
+        let chosen = match in_use {
+            Some(current) if self.tokens_with(&current, &evictions) <= self.policy.target() => {
+                Some(current)
+            }
+            Some(_) => newest,
+            None if tokens > self.policy.target() => newest,
+            None => None,
+        };
+        let Some(summary) = chosen else {
+            return PlainProjection {
+                tokens,
+                summary_id: None,
+                evictions,
+                stable_prefix: 0,
+            };
+        };
+        let covered = |seq: i64| (summary.from_seq..=summary.to_seq).contains(&seq);
+        let kept = self.tokens_with(&summary, &evictions);
+        evictions.retain(|ev| !covered(ev.seq));
+        let mut summarized: Vec<Eviction> = self
+            .events
+            .iter()
+            .filter(|e| covered(e.seq))
+            .map(|e| Eviction {
+                seq: e.seq,
+                action: "summarized".into(),
+                reducer: Some("summary".into()),
+            })
+            .collect();
+        summarized.append(&mut evictions);
+        PlainProjection {
+            tokens: kept,
+            summary_id: Some(summary.id),
+            evictions: summarized,
+            stable_prefix: i64::from(self.tokens.summary(encoding, &summary)),
+        }
+    }
+
+    /// The context's tokens with `summary` standing in for its span.
+    fn tokens_with(&mut self, summary: &Summary, stubbed: &[Eviction]) -> i64 {
+        let encoding = Encoding::O200kBase;
+        let stub_tokens = encoding.count(STUB) as i64;
+        let mut total = i64::from(self.tokens.summary(encoding, summary));
+        for e in &self.events {
+            if (summary.from_seq..=summary.to_seq).contains(&e.seq) {
+                continue;
+            }
+            total += if stubbed.iter().any(|ev| ev.seq == e.seq) {
+                stub_tokens
+            } else {
+                i64::from(self.tokens.event(encoding, e))
+            };
+        }
+        total
+    }
+
+    /// Between turns, off the critical path: when the last call was over its
+    /// target with no summary to bring it under, summarize all but the last
+    /// `keep_turns` turns as a new version.
+    fn summarize_if_needed(
+        &mut self,
+        io: &mut Io,
+        summarizer: impl Fn(&[Event], i64) -> String,
+    ) -> Result<(), LogError> {
+        let ts = io.clock.now();
+        let projection = self.project(&ts);
+        let stubbed = projection.evictions;
+        let with_newest = match self.summaries.last().cloned() {
+            Some(newest) => self.tokens_with(&newest, &stubbed),
+            None => projection.tokens,
+        };
+        if with_newest <= self.policy.target() {
+            return Ok(());
+        }
+        let keep_from = self.turn - self.policy.keep_turns;
+        let span: Vec<Event> = self
+            .events
+            .iter()
+            .filter(|e| e.kind != Kind::System && e.turn < keep_from)
+            .cloned()
+            .collect();
+        let (Some(first), Some(last)) = (span.first(), span.last()) else {
+            return Ok(());
+        };
+        if self.summaries.last().is_some_and(|s| s.to_seq >= last.seq) {
+            return Ok(());
+        }
+        let version = self.summaries.len() as i64 + 1;
+        let mut summary = Summary {
+            id: 0,
+            session_id: self.id.clone(),
+            version,
+            from_seq: first.seq,
+            to_seq: last.seq,
+            content: summarizer(&span, version),
+            created_at: io.clock.tick(20),
+            created_by: Some("sample-summarizer".to_string()),
+            meta: Some(json!({"turns": [first.turn, last.turn]}).to_string()),
+        };
+        summary.id = io.writer.add_summary(&summary)?;
+        self.summaries.push(summary);
+        Ok(())
+    }
+}
+
+struct PlainProjection {
+    tokens: i64,
+    summary_id: Option<i64>,
+    evictions: Vec<Eviction>,
+    stable_prefix: i64,
+}
+
+/// A single-session host: a writer, its clock and one session's state.
+struct Host {
+    writer: Writer,
+    seq: i64,
+    clock: Clock,
+    state: HostState,
+}
+
+impl Host {
+    fn create(path: &Path, id: &str, policy: SamplePolicy) -> Result<Host, LogError> {
+        Ok(Host {
+            writer: Writer::create(path)?,
+            seq: 0,
+            clock: Clock::default(),
+            state: HostState::new(id, "", policy),
+        })
+    }
+
+    fn io(&mut self) -> (Io<'_>, &mut HostState) {
+        (
+            Io {
+                writer: &mut self.writer,
+                seq: &mut self.seq,
+                clock: &mut self.clock,
+            },
+            &mut self.state,
+        )
+    }
+
+    fn session(&mut self, title: &str, meta: serde_json::Value) -> Result<(), LogError> {
+        self.state.title = title.to_string();
+        self.state.session(&mut self.writer, meta)
+    }
+
+    fn system(&mut self, text: &str) -> Result<(), LogError> {
+        let (mut io, state) = self.io();
+        state.system(&mut io, text)
+    }
+
+    fn user(&mut self, text: &str) -> Result<(), LogError> {
+        let (mut io, state) = self.io();
+        state.user(&mut io, text)
+    }
+
+    fn step(&mut self, text: &str, tools: &[ToolUse]) -> Result<(), LogError> {
+        let (mut io, state) = self.io();
+        state.step(&mut io, text, tools)
+    }
+
+    fn answer(&mut self, text: &str) -> Result<(), LogError> {
+        let (mut io, state) = self.io();
+        state.answer(&mut io, text)
+    }
+
+    fn summarize_if_needed(
+        &mut self,
+        summarizer: impl Fn(&[Event], i64) -> String,
+    ) -> Result<(), LogError> {
+        let (mut io, state) = self.io();
+        state.summarize_if_needed(&mut io, summarizer)
+    }
+
+    fn finish(self) -> Result<(), LogError> {
+        self.writer.finish()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Tool output, generated from a seed so every run writes the same bytes.
+
+/// A small linear congruential generator: deterministic and dependency-free.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.next() as usize % items.len()]
+    }
+}
+
+const IDENTS: [&str; 12] = [
+    "invoice",
+    "ledger",
+    "amount",
+    "customer",
+    "tax_rate",
+    "currency",
+    "posting",
+    "batch",
+    "retry",
+    "config",
+    "total",
+    "line_item",
+];
+
+/// The agent's private reasoning before a step.
+fn reasoning(plan: &str, seed: u64) -> String {
+    format!("Plan: {plan}. {}", filler(seed, 4))
+}
+
+/// A few sentences of an agent's ordinary narration.
+fn filler(seed: u64, sentences: usize) -> String {
+    const SENTENCES: [&str; 10] = [
+        "I want to confirm the behaviour before changing anything, so I will look at the code that owns it first.",
+        "The tests around this area are thin, which makes me careful about the edge cases with zero and negative amounts.",
+        "Keeping the change small matters here because the release is today and the reviewers want a short diff.",
+        "The ledger and invoice modules share the cents type, so a change in one has to keep the other compiling.",
+        "I will run the affected tests right after the edit so any regression shows up while the context is fresh.",
+        "Nothing here touches the database schema, so the migrations can stay as they are for this release.",
+        "The error messages should name the value that was wrong, since operators read them at three in the morning.",
+        "I checked the surrounding functions for the same pattern so that the fix is applied consistently.",
+        "This matches what the changelog will need to say, so I am noting it for the release summary.",
+        "If this turns out to be wider than expected I will stop and ask rather than refactor on release day.",
+    ];
+    let mut rng = Lcg(seed ^ 0xf111);
+    (0..sentences)
+        .map(|_| SENTENCES[rng.next() as usize % SENTENCES.len()])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn tool_read(file: &str, seed: u64, lines: usize) -> ToolUse {
+    let mut rng = Lcg(seed ^ 0x5eed);
+    let body: Vec<String> = (0..lines)
+        .map(|i| {
+            let (a, b) = (rng.pick(&IDENTS), rng.pick(&IDENTS));
+            match rng.next() % 5 {
+                0 => format!(
+                    "{:4}  pub fn {a}_{b}(&self, {b}: u64) -> Result<u64> {{",
+                    i + 1
+                ),
+                1 => format!(
+                    "{:4}      let {a} = self.{b}.checked_mul({})?;",
+                    i + 1,
+                    rng.next() % 1000
+                ),
+                2 => format!(
+                    "{:4}      // {a} is rounded to whole cents before {b}",
+                    i + 1
+                ),
+                3 => format!("{:4}      Ok({a} + {b})", i + 1),
+                _ => format!("{:4}  }}", i + 1),
+            }
+        })
+        .collect();
+    ToolUse {
+        name: "read_file",
+        arguments: json!({"path": file}).to_string(),
+        result: body.join("\n"),
+    }
+}
+
+fn tool_grep(pattern: &str, seed: u64) -> ToolUse {
+    let mut rng = Lcg(seed ^ 0x67e9);
+    let hits: Vec<String> = (0..30 + rng.next() % 30)
+        .map(|_| {
+            format!(
+                "src/{}.rs:{}:    let {} = {}; // {pattern}",
+                rng.pick(&IDENTS),
+                rng.next() % 900 + 1,
+                rng.pick(&IDENTS),
+                rng.pick(&IDENTS)
+            )
+        })
+        .collect();
+    ToolUse {
+        name: "grep",
+        arguments: json!({"pattern": pattern, "path": "src/"}).to_string(),
+        result: hits.join("\n"),
+    }
+}
+
+fn tool_tests(seed: u64, failing: bool) -> ToolUse {
+    let mut rng = Lcg(seed ^ 0x7e57);
+    let count = 40 + rng.next() % 12;
+    let mut lines = vec![format!("running {count} tests")];
+    let mut failed = 0;
+    for i in 0..count {
+        let fail = failing && i % 17 == 5;
+        failed += u64::from(fail);
+        lines.push(format!(
+            "test {}::tests::{}_{} ... {}",
+            rng.pick(&IDENTS),
+            rng.pick(&IDENTS),
+            i,
+            if fail { "FAILED" } else { "ok" }
+        ));
+    }
+    lines.push(format!(
+        "\ntest result: {}. {} passed; {failed} failed; 0 ignored; finished in {}.{:02}s",
+        if failed > 0 { "FAILED" } else { "ok" },
+        count - failed,
+        rng.next() % 9,
+        rng.next() % 100
+    ));
+    ToolUse {
+        name: "run_tests",
+        arguments: json!({"command": "cargo test"}).to_string(),
+        result: lines.join("\n"),
+    }
+}
+
+fn tool_edit(file: &str, seed: u64) -> ToolUse {
+    let mut rng = Lcg(seed ^ 0xed17);
+    ToolUse {
+        name: "edit_file",
+        arguments: json!({
+            "path": file,
+            "old": format!("let {} = {};", rng.pick(&IDENTS), rng.pick(&IDENTS)),
+            "new": format!("let {} = {}?;", rng.pick(&IDENTS), rng.pick(&IDENTS)),
+        })
+        .to_string(),
+        result: format!("Edited {file}: 1 replacement."),
+    }
+}
