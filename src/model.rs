@@ -206,7 +206,9 @@ pub struct SessionLog {
     steps: Vec<Option<u32>>,
     step_count: u32,
     step_open: bool,
-    by_seq: HashMap<i64, usize>,
+    /// False once an event arrives out of seq order (only in a broken log);
+    /// lookups by seq then scan instead of searching.
+    in_seq_order: bool,
     pairs: HashMap<String, Pair>,
 }
 
@@ -214,6 +216,7 @@ impl SessionLog {
     pub fn new(session: Session) -> SessionLog {
         SessionLog {
             session,
+            in_seq_order: true,
             ..SessionLog::default()
         }
     }
@@ -253,7 +256,9 @@ impl SessionLog {
             };
             slot.get_or_insert(ix);
         }
-        self.by_seq.entry(event.seq).or_insert(ix);
+        if self.events.last().is_some_and(|last| last.seq >= event.seq) {
+            self.in_seq_order = false;
+        }
         self.steps.push(step);
         self.events.push(event);
     }
@@ -265,7 +270,11 @@ impl SessionLog {
 
     /// The position of the event with this seq in `events`.
     pub fn index_of(&self, seq: i64) -> Option<usize> {
-        self.by_seq.get(&seq).copied()
+        if self.in_seq_order {
+            self.events.binary_search_by_key(&seq, |e| e.seq).ok()
+        } else {
+            self.events.iter().position(|e| e.seq == seq)
+        }
     }
 
     /// The step of the event at `ix`, numbered from 0 per session.

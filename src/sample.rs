@@ -22,9 +22,9 @@ pub const FILES: [&str; 4] = [
 
 /// Writes every sample into `dir` (created if needed), replacing older copies.
 pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>, LogError> {
-    std::fs::create_dir_all(dir).map_err(|source| LogError::Io {
+    std::fs::create_dir_all(dir).map_err(|error| LogError::Io {
         path: dir.to_path_buf(),
-        source,
+        error,
     })?;
     let mut written = Vec::new();
     for name in FILES {
@@ -35,9 +35,9 @@ pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>, LogError> {
             wal_sibling(&path, "-shm"),
         ] {
             if stale.exists() {
-                std::fs::remove_file(&stale).map_err(|source| LogError::Io {
+                std::fs::remove_file(&stale).map_err(|error| LogError::Io {
                     path: stale.clone(),
-                    source,
+                    error,
                 })?;
             }
         }
@@ -560,24 +560,25 @@ fn broken(path: &Path) -> Result<(), LogError> {
 }
 
 /// The problems planted in broken.db, as (seq, kind): what `check` must find.
-pub const BROKEN_PROBLEMS: [(Option<i64>, &str); 17] = [
-    (Some(14), "bad_event"),
+pub const BROKEN_PROBLEMS: [(Option<i64>, &str); 18] = [
     (Some(15), "bad_event"),
+    (Some(16), "bad_event"),
     (None, "bad_json"),
     (Some(3), "bad_json"),
+    (Some(14), "bad_json"),
     (Some(6), "seq_order"),
     (Some(8), "turn_order"),
     (Some(9), "orphan_call"),
     (Some(11), "orphan_result"),
     (Some(12), "duplicate_call_id"),
-    (Some(13), "tool_name_mismatch"),
+    (Some(14), "tool_name_mismatch"),
     (Some(5), "summary_span"),
     (Some(2), "summary_span"),
+    (Some(5), "summary_span"),
     (Some(5), "summary_order"),
-    (Some(13), "bad_json"),
     (Some(99), "call_last_seq"),
-    (Some(13), "call_summary"),
-    (Some(13), "call_turn"),
+    (Some(14), "call_summary"),
+    (Some(14), "call_turn"),
 ];
 
 const BROKEN_SQL: &str = r#"
@@ -587,22 +588,23 @@ INSERT INTO events VALUES (2, 'broken', 0, '2026-03-02T09:00:01Z', 'user', NULL,
 INSERT INTO events VALUES (3, 'broken', 0, '2026-03-02T09:00:02Z', 'tool_call', 'read_file', 'c1', '{"path":"config.toml"}', '{bad json');
 INSERT INTO events VALUES (4, 'broken', 0, '2026-03-02T09:00:03Z', 'tool_result', 'read_file', 'c1', 'port = 8080', NULL);
 INSERT INTO events VALUES (7, 'broken', 1, '2026-03-02T09:00:04Z', 'user', NULL, NULL, 'Now the logs.', NULL);
-INSERT INTO events VALUES (6, 'broken', 1, '2026-03-02T09:00:05Z', 'assistant', NULL, NULL, 'Stored before seq 7 although it is smaller.', NULL);
+INSERT INTO events VALUES (6, 'broken', 1, '2026-03-02T09:00:05Z', 'assistant', NULL, NULL, 'Stored after seq 7 although it is smaller.', NULL);
 INSERT INTO events VALUES (8, 'broken', 0, '2026-03-02T09:00:06Z', 'assistant', NULL, NULL, 'My turn went backwards.', NULL);
 INSERT INTO events VALUES (9, 'broken', 1, '2026-03-02T09:00:07Z', 'tool_call', 'grep', 'c2', '{"pattern":"ERROR"}', NULL);
 INSERT INTO events VALUES (10, 'broken', 1, '2026-03-02T09:00:08Z', 'assistant', NULL, NULL, 'I moved on without the grep result.', NULL);
 INSERT INTO events VALUES (11, 'broken', 1, '2026-03-02T09:00:09Z', 'tool_result', 'grep', 'c-none', 'no call asked for this', NULL);
 INSERT INTO events VALUES (12, 'broken', 1, '2026-03-02T09:00:10Z', 'tool_call', 'read_file', 'c1', '{"path":"again.toml"}', NULL);
-INSERT INTO events VALUES (13, 'broken', 1, '2026-03-02T09:00:11Z', 'tool_result', 'write_file', 'c1', 'a result naming another tool', NULL);
-INSERT INTO events VALUES (14, 'broken', 1, '2026-03-02T09:00:12Z', 'tool_use', NULL, NULL, 'a kind from another tool', NULL);
-INSERT INTO events VALUES (15, 'ghost', 0, '2026-03-02T09:00:13Z', 'user', NULL, NULL, 'a session that does not exist', NULL);
+INSERT INTO events VALUES (13, 'broken', 1, '2026-03-02T09:00:11Z', 'tool_call', 'read_file', 'c3', '{"path":"other.toml"}', NULL);
+INSERT INTO events VALUES (14, 'broken', 1, '2026-03-02T09:00:12Z', 'tool_result', 'write_file', 'c3', 'a result naming another tool', NULL);
+INSERT INTO events VALUES (15, 'broken', 1, '2026-03-02T09:00:13Z', 'tool_use', NULL, NULL, 'a kind from another tool', NULL);
+INSERT INTO events VALUES (16, 'ghost', 0, '2026-03-02T09:00:14Z', 'user', NULL, NULL, 'a session that does not exist', NULL);
 INSERT INTO summaries VALUES (1, 'broken', 1, 5, 3, 'reversed span', '2026-03-02T09:01:00Z', 'sample', NULL);
 INSERT INTO summaries VALUES (2, 'broken', 2, 2, 40, 'reaches past the last event', '2026-03-02T09:01:01Z', 'sample', NULL);
 INSERT INTO summaries VALUES (3, 'broken', 3, 5, 5, 'covers no event and ends before v2', '2026-03-02T09:01:02Z', 'sample', NULL);
-INSERT INTO model_calls (id, session_id, turn, last_seq, ts, evictions) VALUES (1, 'broken', 1, 13, '2026-03-02T09:02:00Z', '[{"seq": 4,');
+INSERT INTO model_calls (id, session_id, turn, last_seq, ts, evictions) VALUES (1, 'broken', 1, 14, '2026-03-02T09:02:00Z', '[{"seq": 4,');
 INSERT INTO model_calls (id, session_id, turn, last_seq, ts) VALUES (2, 'broken', 1, 99, '2026-03-02T09:02:01Z');
-INSERT INTO model_calls (id, session_id, turn, last_seq, ts, summary_id) VALUES (3, 'broken', 1, 13, '2026-03-02T09:02:02Z', 42);
-INSERT INTO model_calls (id, session_id, turn, last_seq, ts) VALUES (4, 'broken', 0, 13, '2026-03-02T09:02:03Z');
+INSERT INTO model_calls (id, session_id, turn, last_seq, ts, summary_id) VALUES (3, 'broken', 1, 14, '2026-03-02T09:02:02Z', 42);
+INSERT INTO model_calls (id, session_id, turn, last_seq, ts) VALUES (4, 'broken', 0, 14, '2026-03-02T09:02:03Z');
 "#;
 
 // ---------------------------------------------------------------------------
@@ -1185,4 +1187,106 @@ fn tool_edit(file: &str, seed: u64) -> ToolUse {
         .to_string(),
         result: format!("Edited {file}: 1 replacement."),
     }
+}
+
+/// Writes a large synthetic log for benchmarks: `turns` turns of one session,
+/// each a user message and steps of reasoning, a tool call and a result of
+/// about `result_bytes`, with a model call recorded before every step.
+pub fn write_synthetic(path: &Path, events: usize, result_bytes: usize) -> Result<(), LogError> {
+    let mut writer = Writer::create(path)?;
+    let id = "synthetic";
+    writer.add_session(&Session {
+        id: id.to_string(),
+        created_at: timestamp(0),
+        title: Some(format!("{events} synthetic events")),
+        meta: Some(json!({"model": "bench", "context_window": 200000}).to_string()),
+    })?;
+    let mut rng = Lcg(7);
+    let mut batch: Vec<Event> = Vec::new();
+    let mut turn = 0;
+    let push = |batch: &mut Vec<Event>,
+                turn: i64,
+                kind: Kind,
+                call_id: Option<String>,
+                content: String| {
+        let seq = writer_seq(batch) + 1;
+        batch.push(Event {
+            seq,
+            session_id: id.to_string(),
+            turn,
+            ts: timestamp(seq),
+            kind,
+            tool_name: call_id.as_ref().map(|_| "read_file".to_string()),
+            call_id,
+            content,
+            meta: None,
+        });
+        seq
+    };
+    push(&mut batch, 0, Kind::System, None, SYSTEM_PROMPT.to_string());
+    writer.append(&batch)?;
+    while writer_seq(&batch) < events as i64 {
+        if writer_seq(&batch) > 1 {
+            turn += 1;
+        }
+        let first = batch.len();
+        let mut calls = vec![push(
+            &mut batch,
+            turn,
+            Kind::User,
+            None,
+            filler(rng.next(), 2),
+        )];
+        for _ in 0..(2 + rng.next() % 3) {
+            let call_id = format!("c{}", writer_seq(&batch));
+            push(
+                &mut batch,
+                turn,
+                Kind::Reasoning,
+                None,
+                filler(rng.next(), 2),
+            );
+            let arguments = json!({"path": "src/lib.rs"}).to_string();
+            push(
+                &mut batch,
+                turn,
+                Kind::ToolCall,
+                Some(call_id.clone()),
+                arguments,
+            );
+            let body = tool_read("src/lib.rs", rng.next(), result_bytes / 40).result;
+            calls.push(push(
+                &mut batch,
+                turn,
+                Kind::ToolResult,
+                Some(call_id),
+                body,
+            ));
+        }
+        push(
+            &mut batch,
+            turn,
+            Kind::Assistant,
+            None,
+            filler(rng.next(), 3),
+        );
+        writer.append(&batch[first..])?;
+        for last_seq in calls {
+            writer.record_call(&ModelCall {
+                session_id: id.to_string(),
+                turn,
+                last_seq,
+                ts: timestamp(last_seq),
+                ..ModelCall::default()
+            })?;
+        }
+        // Only the last event is needed to know the next seq.
+        batch.drain(..batch.len() - 1);
+    }
+    writer.finish()
+}
+
+/// The seq of the newest event in a batch being built (0 before the first).
+fn writer_seq(batch: &[Event]) -> i64 {
+    batch.last().map_or(0, |e| e.seq)
 }

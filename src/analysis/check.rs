@@ -60,7 +60,7 @@ pub struct Problem {
     pub call: Option<i64>,
 }
 
-/// Every problem in the log, in session order, then by seq.
+/// Every problem in the log, in session order, then by seq (session-wide ones first).
 pub fn check(log: &Log) -> Vec<Problem> {
     let mut problems: Vec<Problem> = log
         .notes
@@ -85,6 +85,8 @@ pub fn check(log: &Log) -> Vec<Problem> {
         check_summaries(session, &mut found);
         check_calls(session, &mut found);
     }
+    let position = |id: &str| log.sessions.iter().position(|s| s.id() == id);
+    problems.sort_by_key(|p| (position(&p.session), p.seq));
     problems
 }
 

@@ -142,15 +142,17 @@ pub enum LogError {
     },
     #[error("{}: already exists; a new log needs a new path", .0.display())]
     Exists(PathBuf),
-    #[error("{}: cannot read: {source}", path.display())]
+    // The underlying errors are folded into the message, not chained as a
+    // source, so the one line a user sees does not repeat itself.
+    #[error("{}: cannot read: {error}", path.display())]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("{}: {}", path.display(), sqlite_words(source))]
+    #[error("{}: {}", path.display(), sqlite_words(error))]
     Sqlite {
         path: PathBuf,
-        source: rusqlite::Error,
+        error: rusqlite::Error,
     },
     #[error("{}: refused to append: {reason}", path.display())]
     Refused { path: PathBuf, reason: String },
@@ -163,10 +165,12 @@ fn sqlite_words(error: &rusqlite::Error) -> String {
         Some(DatabaseBusy | DatabaseLocked) => {
             "locked by another process; try again when it lets go".to_string()
         }
-        Some(DatabaseCorrupt) => "damaged or truncated (SQLite: malformed database)".to_string(),
+        Some(DatabaseCorrupt) => {
+            "damaged or truncated: SQLite finds the file malformed".to_string()
+        }
         Some(NotADatabase) => "not a SQLite database, so not a ctxlens log".to_string(),
         Some(CannotOpen) => "cannot be opened (check its permissions and folder)".to_string(),
-        _ => format!("SQLite error: {error}"),
+        _ => format!("cannot read it: {error}"),
     }
 }
 
@@ -174,10 +178,26 @@ pub type Result<T, E = LogError> = std::result::Result<T, E>;
 
 /// A closure turning a SQLite error into a `LogError` for `path`.
 pub(crate) fn sqlite_err(path: &Path) -> impl Fn(rusqlite::Error) -> LogError + '_ {
-    move |source| LogError::Sqlite {
+    move |error| LogError::Sqlite {
         path: path.to_path_buf(),
-        source,
+        error,
     }
+}
+
+/// Turns off SQLite's global memory statistics before its first connection.
+/// They take a process-wide mutex on every allocation, which serializes the
+/// two threads that load a large log; ctxlens never reads them.
+pub(crate) fn tune_sqlite() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: sqlite3_config must run before SQLite initializes; every
+        // connection ctxlens opens comes after this `Once`. Should SQLite
+        // already be initialized by other code, the call fails with
+        // SQLITE_MISUSE and changes nothing.
+        unsafe {
+            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 0);
+        }
+    });
 }
 
 /// Checks what can be checked before SQLite sees the file, so the common
@@ -188,7 +208,7 @@ pub(crate) fn precheck(path: &Path) -> Result<()> {
         std::io::ErrorKind::NotFound => LogError::Missing(path.to_path_buf()),
         _ => LogError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         },
     })?;
     if meta.is_dir() {
@@ -200,9 +220,9 @@ pub(crate) fn precheck(path: &Path) -> Result<()> {
     let mut header = [0u8; 16];
     let read = std::fs::File::open(path)
         .and_then(|mut f| f.read(&mut header))
-        .map_err(|source| LogError::Io {
+        .map_err(|error| LogError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
     if read < header.len() || &header != b"SQLite format 3\0" {
         return Err(LogError::NotSqlite(path.to_path_buf()));

@@ -22,7 +22,8 @@ pub struct Store {
 /// The newest row of each table already loaded.
 #[derive(Clone, Copy, Debug, Default)]
 struct Cursor {
-    seq: Option<i64>,
+    /// The rowid of the newest event (its seq, in a log made to the contract).
+    event_rowid: Option<i64>,
     summary_id: Option<i64>,
     call_id: Option<i64>,
 }
@@ -47,12 +48,7 @@ impl Store {
     pub fn open(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref();
         precheck(path)?;
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(sqlite_err(path))?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite_err(path))?;
-        // Reading through a memory map is markedly faster for large logs; it writes nothing.
-        conn.pragma_update(None, "mmap_size", 1i64 << 32)
-            .map_err(sqlite_err(path))?;
+        let conn = open_read_only(path)?;
         check_schema(&conn, path)?;
         Ok(Store {
             conn,
@@ -106,39 +102,19 @@ impl Store {
             }
         }
 
-        let mut stmt = tx
-            .prepare(
-                "SELECT seq, session_id, turn, ts, kind, tool_name, call_id, content, meta
-                 FROM events WHERE ?1 IS NULL OR seq > ?1 ORDER BY rowid",
-            )
+        let newest: Option<i64> = tx
+            .query_row("SELECT max(rowid) FROM events", [], |r| r.get(0))
             .map_err(&err)?;
-        let mut rows = stmt.query([self.cursor.seq]).map_err(&err)?;
-        while let Some(row) = rows.next().map_err(&err)? {
-            let kind_text: String = row.get(4).map_err(&err)?;
-            let event = Event {
-                seq: row.get(0).map_err(&err)?,
-                session_id: row.get(1).map_err(&err)?,
-                turn: row.get(2).map_err(&err)?,
-                ts: row.get(3).map_err(&err)?,
-                kind: Kind::parse(&kind_text),
-                tool_name: row.get(5).map_err(&err)?,
-                call_id: row.get(6).map_err(&err)?,
-                content: row.get(7).map_err(&err)?,
-                meta: row.get(8).map_err(&err)?,
-            };
-            if event.kind == Kind::Unknown {
-                log.notes.push(LoadNote {
-                    session_id: event.session_id.clone(),
-                    seq: Some(event.seq),
-                    message: format!("unknown event kind '{kind_text}'"),
-                });
+        if let Some(newest) = newest.filter(|&n| self.cursor.event_rowid < Some(n)) {
+            let from = self.cursor.event_rowid.unwrap_or(i64::MIN);
+            let (events, notes) = self.read_events(&tx, from, newest)?;
+            changes.events = events.len();
+            log.notes.extend(notes);
+            for event in events {
+                push_event(log, event);
             }
-            self.cursor.seq = Some(self.cursor.seq.map_or(event.seq, |s| s.max(event.seq)));
-            changes.events += 1;
-            push_event(log, event);
+            self.cursor.event_rowid = Some(newest);
         }
-        drop(rows);
-        drop(stmt);
 
         let summaries = query(
             &tx,
@@ -185,12 +161,90 @@ impl Store {
         Ok(changes)
     }
 
+    /// Reads the events with rowid in (after, upto], in rowid order. A large
+    /// range is split between this connection and a second one on another
+    /// thread: rows up to `upto` are committed and never change (the log is
+    /// append-only), so both see the same rows.
+    fn read_events(
+        &self,
+        conn: &Connection,
+        after: i64,
+        upto: i64,
+    ) -> Result<(Vec<Event>, Vec<LoadNote>)> {
+        const SPLIT_ABOVE: i64 = 20_000;
+        let err = sqlite_err(&self.path);
+        let span = upto.saturating_sub(after.max(0));
+        if span < SPLIT_ABOVE {
+            return read_event_range(conn, after, upto).map_err(&err);
+        }
+        let middle = upto - span / 2;
+        let helper = open_read_only(&self.path)?;
+        let (first, second) = std::thread::scope(|scope| {
+            let second = scope.spawn(move || read_event_range(&helper, middle, upto));
+            let first = read_event_range(conn, after, middle);
+            (first, second.join())
+        });
+        let (mut events, mut notes) = first.map_err(&err)?;
+        let (more, more_notes) = second
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            .map_err(&err)?;
+        events.extend(more);
+        notes.extend(more_notes);
+        Ok((events, notes))
+    }
+
     /// SQLite's `data_version`: changes when another connection commits.
     pub fn data_version(&self) -> Result<i64> {
         self.conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .map_err(sqlite_err(&self.path))
     }
+}
+
+fn open_read_only(path: &Path) -> Result<Connection> {
+    super::tune_sqlite();
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(sqlite_err(path))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite_err(path))?;
+    Ok(conn)
+}
+
+/// The events with rowid in (after, upto], and a note for each unknown kind.
+fn read_event_range(
+    conn: &Connection,
+    after: i64,
+    upto: i64,
+) -> rusqlite::Result<(Vec<Event>, Vec<LoadNote>)> {
+    let mut stmt = conn.prepare(
+        "SELECT seq, session_id, turn, ts, kind, tool_name, call_id, content, meta
+         FROM events WHERE rowid > ?1 AND rowid <= ?2 ORDER BY rowid",
+    )?;
+    let mut rows = stmt.query([after, upto])?;
+    let (mut events, mut notes) = (Vec::new(), Vec::new());
+    while let Some(row) = rows.next()? {
+        let kind_text = row.get_ref(4)?.as_str()?;
+        let kind = Kind::parse(kind_text);
+        let event = Event {
+            seq: row.get(0)?,
+            session_id: row.get(1)?,
+            turn: row.get(2)?,
+            ts: row.get(3)?,
+            kind,
+            tool_name: row.get(5)?,
+            call_id: row.get(6)?,
+            content: row.get(7)?,
+            meta: row.get(8)?,
+        };
+        if kind == Kind::Unknown {
+            notes.push(LoadNote {
+                session_id: event.session_id.clone(),
+                seq: Some(event.seq),
+                message: format!("unknown event kind '{}'", row.get_ref(4)?.as_str()?),
+            });
+        }
+        events.push(event);
+    }
+    Ok((events, notes))
 }
 
 fn push_event(log: &mut Log, event: Event) {

@@ -25,6 +25,7 @@ pub struct Writer {
 struct SessionState {
     last_turn: i64,
     calls: HashSet<String>,
+    answered: HashSet<String>,
 }
 
 impl Writer {
@@ -35,6 +36,7 @@ impl Writer {
         if path.exists() {
             return Err(LogError::Exists(path.to_path_buf()));
         }
+        super::tune_sqlite();
         let conn = Connection::open(path).map_err(sqlite_err(path))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .and_then(|_| conn.pragma_update(None, "user_version", SCHEMA_VERSION))
@@ -47,6 +49,7 @@ impl Writer {
     pub fn open(path: impl AsRef<Path>) -> Result<Writer> {
         let path = path.as_ref();
         precheck(path)?;
+        super::tune_sqlite();
         let conn = Connection::open(path).map_err(sqlite_err(path))?;
         check_schema(&conn, path)?;
         let mut writer = Writer::with_connection(conn, path)?;
@@ -87,24 +90,33 @@ impl Writer {
                 id,
                 SessionState {
                     last_turn,
-                    calls: HashSet::new(),
+                    ..SessionState::default()
                 },
             );
         }
         let mut stmt = self
             .conn
-            .prepare("SELECT session_id, call_id FROM events WHERE kind = 'tool_call' AND call_id IS NOT NULL")
+            .prepare(
+                "SELECT session_id, kind, call_id FROM events
+                 WHERE kind IN ('tool_call', 'tool_result') AND call_id IS NOT NULL",
+            )
             .map_err(&err)?;
-        let calls = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+        let pairs = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(&err)?;
-        for (session, call_id) in calls {
-            self.sessions
-                .entry(session)
-                .or_default()
-                .calls
-                .insert(call_id);
+        for (session, kind, call_id) in pairs {
+            let state = self.sessions.entry(session).or_default();
+            match Kind::parse(&kind) {
+                Kind::ToolCall => state.calls.insert(call_id),
+                _ => state.answered.insert(call_id),
+            };
         }
         Ok(())
     }
@@ -154,9 +166,11 @@ impl Writer {
             }
             last_seq = event.seq;
             state.last_turn = event.turn;
-            if event.kind == Kind::ToolCall {
-                state.calls.extend(event.call_id.clone());
-            }
+            match (event.kind, &event.call_id) {
+                (Kind::ToolCall, Some(id)) => state.calls.insert(id.clone()),
+                (Kind::ToolResult, Some(id)) => state.answered.insert(id.clone()),
+                _ => false,
+            };
         }
 
         let err = sqlite_err(&self.path);
@@ -290,13 +304,17 @@ fn violation(event: &Event, last_seq: i64, state: &SessionState) -> Option<Strin
     if matches!(event.kind, Kind::ToolCall | Kind::ToolResult) && event.call_id.is_none() {
         return Some(format!("a {} needs a call_id", event.kind));
     }
-    if event.kind == Kind::ToolResult {
-        let call_id = event.call_id.as_deref().unwrap_or_default();
-        if !state.calls.contains(call_id) {
-            return Some(format!(
-                "tool_result for call_id '{call_id}' has no earlier tool_call"
-            ));
+    let call_id = event.call_id.as_deref().unwrap_or_default();
+    match event.kind {
+        Kind::ToolCall if state.calls.contains(call_id) => {
+            Some(format!("tool_call call_id '{call_id}' was already used"))
         }
+        Kind::ToolResult if !state.calls.contains(call_id) => Some(format!(
+            "tool_result for call_id '{call_id}' has no earlier tool_call"
+        )),
+        Kind::ToolResult if state.answered.contains(call_id) => {
+            Some(format!("call_id '{call_id}' already has its tool_result"))
+        }
+        _ => None,
     }
-    None
 }

@@ -1,0 +1,276 @@
+//! The writer and the store: round trips, refusals, incremental loads.
+
+use ctxlens::log::{LogError, Store, Writer};
+use ctxlens::model::{Event, Kind, ModelCall, Session, Summary, Usage};
+use tempfile::TempDir;
+
+fn session(id: &str) -> Session {
+    Session {
+        id: id.to_string(),
+        created_at: "2026-01-01T00:00:00Z".to_string(),
+        title: Some(format!("title of {id}")),
+        meta: Some(r#"{"model":"m","context_window":1000}"#.to_string()),
+    }
+}
+
+fn event(seq: i64, turn: i64, kind: Kind, tool: Option<(&str, &str)>, content: &str) -> Event {
+    Event {
+        seq,
+        session_id: "s1".to_string(),
+        turn,
+        ts: format!("2026-01-01T00:00:{:02}Z", seq % 60),
+        kind,
+        tool_name: tool.map(|(name, _)| name.to_string()),
+        call_id: tool.map(|(_, id)| id.to_string()),
+        content: content.to_string(),
+        meta: (kind == Kind::ToolResult).then(|| r#"{"is_error":false}"#.to_string()),
+    }
+}
+
+/// One event of every kind, in a valid order.
+fn every_kind() -> Vec<Event> {
+    vec![
+        event(1, 0, Kind::System, None, "system prompt"),
+        event(2, 0, Kind::User, None, "hello"),
+        event(3, 0, Kind::Reasoning, None, "thinking"),
+        event(4, 0, Kind::Assistant, None, "let me look"),
+        event(
+            5,
+            0,
+            Kind::ToolCall,
+            Some(("read_file", "c1")),
+            r#"{"path":"a"}"#,
+        ),
+        event(
+            6,
+            0,
+            Kind::ToolResult,
+            Some(("read_file", "c1")),
+            "file body",
+        ),
+        event(7, 0, Kind::Compaction, None, ""),
+        event(8, 1, Kind::User, None, "next"),
+    ]
+}
+
+fn new_log(dir: &TempDir) -> (std::path::PathBuf, Writer) {
+    let path = dir.path().join("log.db");
+    let mut writer = Writer::create(&path).unwrap();
+    writer.add_session(&session("s1")).unwrap();
+    (path, writer)
+}
+
+#[test]
+fn every_row_round_trips_through_writer_and_store() {
+    let dir = TempDir::new().unwrap();
+    let (path, mut writer) = new_log(&dir);
+    let events = every_kind();
+    writer.append(&events).unwrap();
+    let summary = Summary {
+        id: 0,
+        session_id: "s1".into(),
+        version: 1,
+        from_seq: 2,
+        to_seq: 6,
+        content: "the user said hello; a file was read".into(),
+        created_at: "2026-01-01T00:01:00Z".into(),
+        created_by: Some("test".into()),
+        meta: Some("{}".into()),
+    };
+    let summary_id = writer.add_summary(&summary).unwrap();
+    let call = ModelCall {
+        session_id: "s1".into(),
+        turn: 1,
+        last_seq: 8,
+        ts: "2026-01-01T00:02:00Z".into(),
+        model: Some("m".into()),
+        policy: Some(r#"{"preset":"pipeline"}"#.into()),
+        summary_id: Some(summary_id),
+        evictions: r#"[{"seq":6,"action":"stubbed","reducer":"tool_results"}]"#.into(),
+        injections: r#"[{"hook":"date","content":"today","tokens":2}]"#.into(),
+        rendered: Some("[]".into()),
+        usage: Usage {
+            input_tokens: Some(100),
+            cache_read_tokens: Some(50),
+            cache_write_tokens: Some(10),
+            output_tokens: Some(7),
+        },
+        ..ModelCall::default()
+    };
+    let call_id = writer.record_call(&call).unwrap();
+    drop(writer);
+
+    let log = Store::open(&path).unwrap().load().unwrap();
+    assert!(log.notes.is_empty(), "{:?}", log.notes);
+    let s = log.pick_session(None).unwrap();
+    assert_eq!(s.session, session("s1"));
+    assert_eq!(s.events, events);
+    assert_eq!(
+        s.summaries,
+        vec![Summary {
+            id: summary_id,
+            ..summary
+        }]
+    );
+    assert_eq!(
+        s.calls,
+        vec![ModelCall {
+            id: call_id,
+            ..call
+        }]
+    );
+    let evictions = s.calls[0].parsed_evictions().unwrap();
+    assert_eq!(
+        (evictions[0].seq, evictions[0].action.as_str()),
+        (6, "stubbed")
+    );
+    assert_eq!(s.calls[0].parsed_injections().unwrap()[0].hook, "date");
+}
+
+#[test]
+fn the_model_derives_turns_steps_and_pairs() {
+    let dir = TempDir::new().unwrap();
+    let (path, mut writer) = new_log(&dir);
+    let mut events = every_kind();
+    events.extend([
+        event(9, 1, Kind::ToolCall, Some(("grep", "c2")), "{}"),
+        event(10, 1, Kind::ToolCall, Some(("grep", "c3")), "{}"),
+        event(11, 1, Kind::ToolResult, Some(("grep", "c2")), "hits"),
+        event(12, 1, Kind::ToolResult, Some(("grep", "c3")), "hits"),
+        event(13, 1, Kind::Assistant, None, "done"),
+    ]);
+    writer.append(&events).unwrap();
+    drop(writer);
+    let log = Store::open(&path).unwrap().load().unwrap();
+    let s = &log.sessions[0];
+    assert_eq!(s.turn_count(), 2);
+    let steps: Vec<Option<u32>> = (0..s.events.len()).map(|ix| s.step_of(ix)).collect();
+    // system, user: no step; reasoning..result: step 0; compaction, user: none;
+    // two calls and their results: step 1; the answer after results: step 2.
+    let expected = [None, None, Some(0), Some(0), Some(0), Some(0), None, None];
+    assert_eq!(&steps[..8], expected);
+    assert_eq!(&steps[8..], [Some(1), Some(1), Some(1), Some(1), Some(2)]);
+    assert_eq!(s.step_count(), 3);
+    let call = s.index_of(10).unwrap();
+    let result = s.index_of(12).unwrap();
+    assert_eq!(s.partner_of(call), Some(result));
+    assert_eq!(s.partner_of(result), Some(call));
+    assert_eq!(s.partner_of(s.index_of(2).unwrap()), None);
+    let seen = s.seen_by(&ModelCall {
+        last_seq: 6,
+        ..ModelCall::default()
+    });
+    assert_eq!(seen.last().map(|e| e.seq), Some(6));
+}
+
+fn refusal(result: Result<(), LogError>) -> String {
+    match result {
+        Err(e @ LogError::Refused { .. }) => e.to_string(),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_writer_refuses_what_would_break_the_log_and_writes_nothing_of_the_batch() {
+    let dir = TempDir::new().unwrap();
+    let (path, mut writer) = new_log(&dir);
+    writer.append(&every_kind()[..6]).unwrap();
+
+    let seq_back = refusal(writer.append(&[event(6, 0, Kind::Assistant, None, "x")]));
+    assert!(
+        seq_back.contains("seq 6") && seq_back.contains("greater than"),
+        "{seq_back}"
+    );
+
+    let turn_back = [
+        event(7, 2, Kind::User, None, "x"),
+        event(8, 1, Kind::Assistant, None, "y"),
+    ];
+    let message = refusal(writer.append(&turn_back));
+    assert!(
+        message.contains("turn 1 goes back from turn 2"),
+        "{message}"
+    );
+
+    let orphan = [event(7, 0, Kind::ToolResult, Some(("grep", "nope")), "x")];
+    let message = refusal(writer.append(&orphan));
+    assert!(message.contains("no earlier tool_call"), "{message}");
+
+    let mut stranger = event(7, 0, Kind::User, None, "x");
+    stranger.session_id = "s2".into();
+    let message = refusal(writer.append(&[stranger]));
+    assert!(message.contains("never added"), "{message}");
+
+    // A call and its result in the same batch are fine.
+    writer
+        .append(&[
+            event(7, 0, Kind::ToolCall, Some(("grep", "c9")), "{}"),
+            event(8, 0, Kind::ToolResult, Some(("grep", "c9")), "hits"),
+        ])
+        .unwrap();
+    drop(writer);
+    let log = Store::open(&path).unwrap().load().unwrap();
+    let seqs: Vec<i64> = log.sessions[0].events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 6, 7, 8]);
+
+    // Reopened, the writer remembers the log's state.
+    let mut writer = Writer::open(&path).unwrap();
+    assert_eq!(writer.last_seq(), 8);
+    let message = refusal(writer.append(&[event(
+        9,
+        0,
+        Kind::ToolResult,
+        Some(("read_file", "c1")),
+        "again",
+    )]));
+    assert!(message.contains("already has its tool_result"), "{message}");
+    let message =
+        refusal(writer.append(&[event(9, 0, Kind::ToolCall, Some(("grep", "c9")), "{}")]));
+    assert!(message.contains("already used"), "{message}");
+    writer
+        .append(&[event(9, 0, Kind::ToolCall, Some(("grep", "c10")), "{}")])
+        .unwrap();
+    refusal(writer.append(&[event(10, 0, Kind::ToolResult, Some(("grep", "zzz")), "")]));
+    assert!(matches!(Writer::create(&path), Err(LogError::Exists(_))));
+}
+
+#[test]
+fn an_incremental_load_sees_what_a_second_connection_appends_in_wal_mode() {
+    let dir = TempDir::new().unwrap();
+    let (path, mut writer) = new_log(&dir);
+    let events = every_kind();
+    writer.append(&events[..4]).unwrap();
+
+    let mut store = Store::open(&path).unwrap();
+    let mut log = store.load().unwrap();
+    assert_eq!(log.sessions[0].events.len(), 4);
+    let version = store.data_version().unwrap();
+
+    writer.append(&events[4..]).unwrap();
+    writer
+        .record_call(&ModelCall {
+            session_id: "s1".into(),
+            turn: 1,
+            last_seq: 8,
+            ts: "2026-01-01T00:02:00Z".into(),
+            ..ModelCall::default()
+        })
+        .unwrap();
+    assert_ne!(
+        store.data_version().unwrap(),
+        version,
+        "a commit changes data_version"
+    );
+
+    let changes = store.load_new(&mut log).unwrap();
+    assert_eq!((changes.events, changes.calls, changes.sessions), (4, 1, 0));
+    assert_eq!(log.sessions[0].events, events);
+    assert!(store.load_new(&mut log).unwrap().is_empty());
+
+    let mut second = session("s2");
+    second.title = None;
+    writer.add_session(&second).unwrap();
+    let changes = store.load_new(&mut log).unwrap();
+    assert_eq!(changes.sessions, 1);
+    assert_eq!(log.sessions.len(), 2);
+}

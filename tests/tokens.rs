@@ -1,0 +1,94 @@
+//! Token estimates: the three encodings, the cache, parallel counting.
+
+use ctxlens::model::{Event, Kind};
+use ctxlens::tokens::{Encoding, TokenCache, TokenKey};
+
+fn event(seq: i64, content: String) -> Event {
+    Event {
+        seq,
+        session_id: "s".into(),
+        turn: 0,
+        ts: "2026-01-01T00:00:00Z".into(),
+        kind: Kind::ToolResult,
+        tool_name: Some("t".into()),
+        call_id: Some(format!("c{seq}")),
+        content,
+        meta: None,
+    }
+}
+
+#[test]
+fn chars4_is_ceil_of_chars_over_four() {
+    assert_eq!(Encoding::Chars4.count(""), 0);
+    assert_eq!(Encoding::Chars4.count("abcd"), 1);
+    assert_eq!(Encoding::Chars4.count("abcde"), 2);
+    // Characters, not bytes: five two-byte letters are two tokens.
+    assert_eq!(Encoding::Chars4.count("ééééé"), 2);
+}
+
+#[test]
+fn the_tiktoken_encodings_count_as_tiktoken_does() {
+    let text = "fn main() { println!(\"héllo, wörld\"); } // 1234567";
+    let o200k = tiktoken_rs::o200k_base()
+        .unwrap()
+        .encode_ordinary(text)
+        .len();
+    let cl100k = tiktoken_rs::cl100k_base()
+        .unwrap()
+        .encode_ordinary(text)
+        .len();
+    assert_eq!(Encoding::O200kBase.count(text), o200k);
+    assert_eq!(Encoding::Cl100kBase.count(text), cl100k);
+    assert!(o200k > 5 && cl100k > 5);
+}
+
+#[test]
+fn encodings_parse_by_their_policy_names() {
+    for encoding in Encoding::ALL {
+        assert_eq!(encoding.name().parse::<Encoding>(), Ok(encoding));
+    }
+    let error = "p50k".parse::<Encoding>().unwrap_err();
+    assert!(error.contains("p50k") && error.contains("o200k_base"));
+}
+
+#[test]
+fn parallel_counting_fills_the_cache_with_the_sequential_counts() {
+    let events: Vec<Event> = (0..400)
+        .map(|i| {
+            event(
+                i,
+                format!("line {i} of output; ").repeat(1 + (i as usize % 37)),
+            )
+        })
+        .collect();
+    let mut cache = TokenCache::new();
+    for encoding in Encoding::ALL {
+        let total = cache.count_events(encoding, &events);
+        let sequential: u64 = events
+            .iter()
+            .map(|e| encoding.count(&e.content) as u64)
+            .sum();
+        assert_eq!(total, sequential, "{encoding}");
+        for e in &events {
+            assert_eq!(
+                cache.get(encoding, TokenKey::Event(e.seq)),
+                Some(encoding.count(&e.content) as u32)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_cached_count_is_not_counted_again() {
+    let mut cache = TokenCache::new();
+    let e = event(
+        1,
+        "twelve words of text that the cache will remember for us".into(),
+    );
+    let first = cache.event(Encoding::O200kBase, &e);
+    // The cache is keyed by the event, so a changed text under the same seq keeps
+    // the first count: proof that the second call did not count.
+    let changed = event(1, String::new());
+    assert_eq!(cache.event(Encoding::O200kBase, &changed), first);
+    assert_eq!(cache.event(Encoding::Chars4, &changed), 0);
+}
