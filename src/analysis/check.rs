@@ -145,7 +145,13 @@ fn check_order(session: &SessionLog, found: &mut Found) {
 
 fn check_pairs(session: &SessionLog, found: &mut Found) {
     let events = &session.events;
+    // The newest step is still in flight while nothing but its own events follow it.
     let last_step = session.step_count().checked_sub(1);
+    let in_flight_from = (0..events.len())
+        .rev()
+        .take_while(|&ix| last_step.is_some() && session.step_of(ix) == last_step)
+        .last()
+        .unwrap_or(events.len());
     let mut calls: HashMap<&str, usize> = HashMap::new();
     let mut answered: HashSet<&str> = HashSet::new();
     for (ix, event) in events.iter().enumerate() {
@@ -209,11 +215,7 @@ fn check_pairs(session: &SessionLog, found: &mut Found) {
         .filter(|(id, _)| !answered.contains(id))
         .collect();
     orphans.sort_by_key(|&(_, ix)| ix);
-    for (call_id, ix) in orphans {
-        // The newest step may still be waiting for its results.
-        if session.step_of(ix).is_some() && session.step_of(ix) == last_step {
-            continue;
-        }
+    for (call_id, ix) in orphans.into_iter().filter(|&(_, ix)| ix < in_flight_from) {
         found.event(
             events[ix].seq,
             ProblemKind::OrphanCall,
