@@ -6,7 +6,9 @@
 
 pub mod analysis;
 pub mod cli;
+pub mod engine;
 pub mod log;
 pub mod model;
+pub mod policy;
 pub mod sample;
 pub mod tokens;

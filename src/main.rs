@@ -32,6 +32,39 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The rendered context of model call N (its id), with the disposition of every event.
+    ///
+    /// Projects with the call's recorded policy unless --policy or --set say otherwise;
+    /// the summary in use carries over from the session's earlier calls, as in replay.
+    Project {
+        log: PathBuf,
+        /// The model call's id.
+        #[arg(long = "call", value_name = "N")]
+        call: i64,
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// The session, when the call id alone is not enough.
+        #[arg(long)]
+        session: Option<String>,
+        /// Print the projection as JSON (CONTRACT.md §5).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-project every recorded call and compare it with its audit record.
+    ///
+    /// Compares the summary version and the set of (seq, action) evictions; reports each
+    /// call's tokens, the prefix a provider cache could reuse from the call before, and the
+    /// estimate against the provider's reported input tokens. Exit status 1 when any call diverges.
+    Replay {
+        log: PathBuf,
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Replay one session only.
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Count the log's tokens per session and kind, beside what the provider reported.
     Stats {
         log: PathBuf,
@@ -48,6 +81,17 @@ enum Command {
     Sample { dir: PathBuf },
 }
 
+/// How a command chooses its policy.
+#[derive(clap::Args)]
+struct PolicyArgs {
+    /// A policy file (TOML, CONTRACT.md §3) instead of each call's recorded policy.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Override one policy key, e.g. --set tool_results.keep_turns=1 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match (args.command, args.log) {
@@ -61,6 +105,27 @@ fn main() -> ExitCode {
             _,
         ) => cli::stats::run(&log, encoding, json),
         (Some(Command::Sample { dir }), _) => cli::sample::run(&dir),
+        (
+            Some(Command::Project {
+                log,
+                call,
+                policy,
+                session,
+                json,
+            }),
+            _,
+        ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
+            .and_then(|choice| cli::project::run(&log, call, session.as_deref(), &choice, json)),
+        (
+            Some(Command::Replay {
+                log,
+                policy,
+                session,
+                json,
+            }),
+            _,
+        ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
+            .and_then(|choice| cli::replay::run(&log, session.as_deref(), &choice, json)),
         (None, Some(log)) => cli::stats::run(&log, Encoding::default(), false),
         (None, None) => {
             use clap::CommandFactory;

@@ -8,9 +8,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
+use std::sync::Arc;
+
+use crate::engine::{self, Counts, ItemRef, Span, SummaryState};
 use crate::log::{LogError, Writer};
-use crate::model::{Event, Eviction, Kind, ModelCall, Session, Summary, Usage};
-use crate::tokens::{Encoding, TokenCache};
+use crate::model::{Event, Eviction, Kind, ModelCall, Session, SessionLog, Summary, Usage};
+use crate::policy::{Policy, PolicyBuilder};
+use crate::tokens::TokenCache;
 
 /// The file names `write_all` creates, in order.
 pub const FILES: [&str; 4] = [
@@ -67,14 +71,15 @@ Use the tools to read files, search and run tests. Keep the user informed and as
 
 /// A coding session of 31 turns where a durable fact from turn 0 is summarized away.
 fn forgot_deploy_key(path: &Path) -> Result<(), LogError> {
-    let policy = SamplePolicy {
-        context_window: 10_000,
-        output_reserve: 3_000,
-        keep_turns: 3,
-    };
-    let mut host = Host::create(path, "forgot-deploy-key", policy)?;
+    let policy = sample_policy(&[
+        "budget.context_window=10000",
+        "budget.output_reserve=3000",
+        "budget.injection_reserve=32",
+        "tool_results.keep_turns=3",
+    ]);
+    let mut host = Host::create(path, "forgot-deploy-key", "billing release prep", policy)?;
+    host.state.injection = Some(("date", "Today is Monday, 2 March 2026."));
     host.session(
-        "billing release prep",
         json!({"model": "claude-sonnet-4-5", "context_window": 10000, "source": "ctxlens sample"}),
     )?;
     host.system(SYSTEM_PROMPT)?;
@@ -441,16 +446,13 @@ const TASKS: [Task; 29] = {
 /// A tool-heavy session: large results, and tool-result retention alone keeps
 /// every call under budget, so no summary is ever needed.
 fn tool_heavy(path: &Path) -> Result<(), LogError> {
-    let policy = SamplePolicy {
-        context_window: 40_000,
-        output_reserve: 8_000,
-        keep_turns: 1,
-    };
-    let mut host = Host::create(path, "tool-heavy", policy)?;
-    host.session(
-        "profiling the search service",
-        json!({"model": "gpt-5", "context_window": 40000, "source": "ctxlens sample"}),
-    )?;
+    let policy = sample_policy(&[
+        "budget.context_window=40000",
+        "budget.output_reserve=8000",
+        "tool_results.keep_turns=1",
+    ]);
+    let mut host = Host::create(path, "tool-heavy", "profiling the search service", policy)?;
+    host.session(json!({"model": "gpt-5", "context_window": 40000, "source": "ctxlens sample"}))?;
     host.system(SYSTEM_PROMPT)?;
     let asks = [
         "Why is search slow? Start by reading the query planner.",
@@ -486,14 +488,14 @@ fn unreachable_summary() -> String {
 
 /// Two sessions in one file, their events interleaved in time.
 fn two_sessions(path: &Path) -> Result<(), LogError> {
-    let policy = SamplePolicy {
-        context_window: 32_000,
-        output_reserve: 4_000,
-        keep_turns: 2,
-    };
+    let policy = sample_policy(&[
+        "budget.context_window=32000",
+        "budget.output_reserve=4000",
+        "tool_results.keep_turns=2",
+    ]);
     let mut writer = Writer::create(path)?;
     let mut hosts = [
-        HostState::new("docs-fix", "fix the docs build", policy),
+        HostState::new("docs-fix", "fix the docs build", policy.clone()),
         HostState::new("api-review", "review the API change", policy),
     ];
     let metas = [
@@ -528,7 +530,7 @@ fn two_sessions(path: &Path) -> Result<(), LogError> {
             }
             host.user(&mut io, ask)?;
             let seed = 300 + turn as u64;
-            let tool = if host.id == "docs-fix" {
+            let tool = if host.id() == "docs-fix" {
                 tool_tests(seed, turn == 0)
             } else {
                 tool_read("src/api/pagination.rs", seed, 50)
@@ -608,40 +610,15 @@ INSERT INTO model_calls (id, session_id, turn, last_seq, ts) VALUES (4, 'broken'
 "#;
 
 // ---------------------------------------------------------------------------
-// The host: what an agent host does around each model call.
+// The host: what an agent host does around each model call (seed 000's host side).
 
-/// The sample's retention policy, recorded with every call.
-#[derive(Clone, Copy, Debug)]
-struct SamplePolicy {
-    context_window: i64,
-    output_reserve: i64,
-    keep_turns: i64,
+/// A sample's retention policy: the defaults with these keys set.
+fn sample_policy(sets: &[&str]) -> Policy {
+    sets.iter()
+        .try_fold(PolicyBuilder::new(), |b, set| b.set(set))
+        .and_then(PolicyBuilder::build)
+        .expect("the samples' policies are valid")
 }
-
-impl SamplePolicy {
-    const SAFETY_MARGIN: f64 = 0.05;
-
-    fn target(&self) -> i64 {
-        ((self.context_window - self.output_reserve) as f64 * (1.0 - Self::SAFETY_MARGIN)) as i64
-    }
-
-    fn json(&self) -> String {
-        json!({
-            "preset": "pipeline",
-            "budget": {
-                "context_window": self.context_window,
-                "output_reserve": self.output_reserve,
-                "safety_margin": Self::SAFETY_MARGIN,
-                "encoding": "o200k_base",
-            },
-            "tool_results": {"mode": "age", "keep_turns": self.keep_turns, "stub": STUB},
-            "summary": {"use_recorded": true},
-        })
-        .to_string()
-    }
-}
-
-const STUB: &str = "[result expired]";
 
 /// The log's clock: starts at a fixed instant and moves a few seconds per event.
 #[derive(Default)]
@@ -652,10 +629,6 @@ struct Clock {
 impl Clock {
     fn tick(&mut self, seconds: i64) -> String {
         self.seconds += seconds;
-        timestamp(self.seconds)
-    }
-
-    fn now(&self) -> String {
         timestamp(self.seconds)
     }
 }
@@ -680,18 +653,21 @@ struct Io<'a> {
     clock: &'a mut Clock,
 }
 
-/// One session's host-side state.
+/// One session's host-side state: its log as the host sees it, and the
+/// engine's memory from one call to the next.
 struct HostState {
-    id: String,
-    title: String,
-    policy: SamplePolicy,
+    log: SessionLog,
+    policy: Policy,
+    /// A hook that injects text into every call, if the sample has one.
+    injection: Option<(&'static str, &'static str)>,
     turn: i64,
     started: bool,
-    calls: u32,
-    events: Vec<Event>,
-    summaries: Vec<Summary>,
-    summary_in_use: Option<i64>,
     tokens: TokenCache,
+    state: SummaryState,
+    /// The previous call's context, for what a provider cache reuses.
+    previous: Vec<ItemRef>,
+    /// The span the newest call said needs a summary.
+    needs_summary: Option<Span>,
 }
 
 /// A tool call the agent makes and the result its tool gives.
@@ -702,28 +678,32 @@ struct ToolUse {
 }
 
 impl HostState {
-    fn new(id: &str, title: &str, policy: SamplePolicy) -> HostState {
+    fn new(id: &str, title: &str, policy: Policy) -> HostState {
         HostState {
-            id: id.to_string(),
-            title: title.to_string(),
+            log: SessionLog::new(Session {
+                id: id.to_string(),
+                created_at: timestamp(0),
+                title: Some(title.to_string()),
+                meta: None,
+            }),
             policy,
+            injection: None,
             turn: 0,
             started: false,
-            calls: 0,
-            events: Vec::new(),
-            summaries: Vec::new(),
-            summary_in_use: None,
             tokens: TokenCache::new(),
+            state: SummaryState::default(),
+            previous: Vec::new(),
+            needs_summary: None,
         }
     }
 
+    fn id(&self) -> String {
+        self.log.id().to_string()
+    }
+
     fn session(&mut self, writer: &mut Writer, meta: serde_json::Value) -> Result<(), LogError> {
-        writer.add_session(&Session {
-            id: self.id.clone(),
-            created_at: timestamp(0),
-            title: Some(self.title.clone()),
-            meta: Some(meta.to_string()),
-        })
+        self.log.session.meta = Some(meta.to_string());
+        writer.add_session(&self.log.session)
     }
 
     fn event(
@@ -736,7 +716,7 @@ impl HostState {
         *io.seq += 1;
         let event = Event {
             seq: *io.seq,
-            session_id: self.id.clone(),
+            session_id: self.id(),
             turn: self.turn,
             ts: io.clock.tick(if kind == Kind::User { 40 } else { 3 }),
             kind,
@@ -745,7 +725,7 @@ impl HostState {
             content: content.to_string(),
             meta: None,
         };
-        self.events.push(event.clone());
+        self.log.push_event(event.clone());
         event
     }
 
@@ -765,25 +745,23 @@ impl HostState {
 
     /// One step: a model call, then the agent's text and tool calls, then the results.
     fn step(&mut self, io: &mut Io, text: &str, tools: &[ToolUse]) -> Result<(), LogError> {
-        self.record_call(io)?;
+        let call_id = self.record_call(io)?;
         let thought = reasoning(text, io.clock.seconds as u64);
         let mut batch = vec![
             self.event(io, Kind::Reasoning, &thought, None),
             self.event(io, Kind::Assistant, text, None),
         ];
-        let first_call = self.calls;
-        for (i, tool) in tools.iter().enumerate() {
-            let id = format!("call_{}_{}", self.id, first_call as usize * 4 + i);
-            batch.push(self.event(io, Kind::ToolCall, &tool.arguments, Some((tool.name, &id))));
+        let ids: Vec<String> = (0..tools.len())
+            .map(|i| format!("call_{}_{}_{i}", self.id(), call_id))
+            .collect();
+        for (tool, id) in tools.iter().zip(&ids) {
+            batch.push(self.event(io, Kind::ToolCall, &tool.arguments, Some((tool.name, id))));
         }
         io.writer.append(&batch)?;
         let results: Vec<Event> = tools
             .iter()
-            .enumerate()
-            .map(|(i, tool)| {
-                let id = format!("call_{}_{}", self.id, first_call as usize * 4 + i);
-                self.event(io, Kind::ToolResult, &tool.result, Some((tool.name, &id)))
-            })
+            .zip(&ids)
+            .map(|(tool, id)| self.event(io, Kind::ToolResult, &tool.result, Some((tool.name, id))))
             .collect();
         io.writer.append(&results)
     }
@@ -796,174 +774,102 @@ impl HostState {
         io.writer.append(&[e])
     }
 
-    /// Projects the context as seed 000's pipeline does (age retention, then the
-    /// newest applicable summary) and records the call's audit row.
-    fn record_call(&mut self, io: &mut Io) -> Result<(), LogError> {
-        let last_seq = self.events.last().map_or(0, |e| e.seq);
-        let ts = io.clock.tick(1);
-        let projection = self.project(&ts);
-        self.summary_in_use = projection.summary_id;
-        self.calls += 1;
-        let input = projection.tokens;
-        io.writer.record_call(&ModelCall {
-            session_id: self.id.clone(),
+    /// Projects the context with the engine, exactly as replay will, and
+    /// records the call's audit row: summary, evictions, injections, usage.
+    fn record_call(&mut self, io: &mut Io) -> Result<i64, LogError> {
+        let injections = match self.injection {
+            Some((hook, content)) => {
+                let tokens = self.policy.budget.encoding.count(content);
+                json!([{"hook": hook, "content": content, "tokens": tokens}]).to_string()
+            }
+            None => "[]".to_string(),
+        };
+        let mut call = ModelCall {
+            id: self.log.calls.last().map_or(1, |c| c.id + 1),
+            session_id: self.id(),
             turn: self.turn,
-            last_seq,
-            ts,
+            last_seq: self.log.events.last().map_or(0, |e| e.seq),
+            ts: io.clock.tick(1),
             model: Some("sample-model".to_string()),
-            policy: Some(self.policy.json()),
-            summary_id: projection.summary_id,
-            evictions: serde_json::to_string(&projection.evictions).unwrap_or_default(),
-            usage: Usage {
-                // What a provider would report: its tokenizer differs a little from ours.
-                input_tokens: Some(input + input / 25 + 7),
-                cache_read_tokens: Some(projection.stable_prefix),
-                cache_write_tokens: Some(input - projection.stable_prefix),
-                output_tokens: Some(60 + i64::from(self.calls % 7) * 15),
-            },
+            policy: Some(self.policy.to_json()),
+            injections,
             ..ModelCall::default()
-        })?;
-        Ok(())
-    }
-
-    fn project(&mut self, ts: &str) -> PlainProjection {
-        let encoding = Encoding::O200kBase;
-        let stub_tokens = encoding.count(STUB) as i64;
-        let mut evictions = Vec::new();
-        let mut tokens = 0;
-        for e in &self.events {
-            let age = self.turn - e.turn;
-            if e.kind == Kind::ToolResult && age > self.policy.keep_turns {
-                evictions.push(Eviction {
-                    seq: e.seq,
-                    action: "stubbed".into(),
-                    reducer: Some("tool_results".into()),
-                });
-                tokens += stub_tokens;
-            } else {
-                tokens += i64::from(self.tokens.event(encoding, e));
-            }
-        }
-        let last_seq = self.events.last().map_or(0, |e| e.seq);
-        let applicable = |s: &&Summary| s.to_seq < last_seq && s.created_at.as_str() <= ts;
-        // Once a summary is in use it stays (the tail stays byte-stable); a newer
-        // version replaces it only when the context is over its target again.
-        let in_use = self
-            .summaries
-            .iter()
-            .find(|s| Some(s.id) == self.summary_in_use)
-            .cloned();
-        let newest = self.summaries.iter().rev().find(applicable).cloned();
-        let chosen = match in_use {
-            Some(current) if self.tokens_with(&current, &evictions) <= self.policy.target() => {
-                Some(current)
-            }
-            Some(_) => newest,
-            None if tokens > self.policy.target() => newest,
-            None => None,
         };
-        let Some(summary) = chosen else {
-            return PlainProjection {
-                tokens,
-                summary_id: None,
-                evictions,
-                stable_prefix: 0,
-            };
-        };
-        let covered = |seq: i64| (summary.from_seq..=summary.to_seq).contains(&seq);
-        let kept = self.tokens_with(&summary, &evictions);
-        evictions.retain(|ev| !covered(ev.seq));
-        let mut summarized: Vec<Eviction> = self
-            .events
-            .iter()
-            .filter(|e| covered(e.seq))
-            .map(|e| Eviction {
-                seq: e.seq,
-                action: "summarized".into(),
-                reducer: Some("summary".into()),
+        let counts = Arc::new(Counts::new(
+            &self.log,
+            self.policy.budget.encoding,
+            &mut self.tokens,
+        ));
+        let projected = engine::project(&self.log, &call, &self.policy, &counts, &mut self.state)
+            .expect("the samples use the pipeline preset");
+        let reused = projected.prefix_reused_tokens(&self.previous);
+        let input = projected.total_tokens as i64;
+        let summary_id = projected.summary().map(|s| s.id);
+        let evictions: Vec<Eviction> = projected
+            .evictions()
+            .into_iter()
+            .zip(projected.eviction_reducers())
+            .map(|((seq, action), reducer)| Eviction {
+                seq,
+                action: action.to_string(),
+                reducer: Some(reducer.to_string()),
             })
             .collect();
-        summarized.append(&mut evictions);
-        PlainProjection {
-            tokens: kept,
-            summary_id: Some(summary.id),
-            evictions: summarized,
-            stable_prefix: i64::from(self.tokens.summary(encoding, &summary)),
-        }
+        self.needs_summary = projected.needs_summary;
+        self.previous = projected.order.clone();
+        drop(projected);
+        call.summary_id = summary_id;
+        call.evictions = serde_json::to_string(&evictions).unwrap_or_default();
+        let output = 60 + (call.id % 7) * 15;
+        call.usage = Usage {
+            // What a provider would report: its tokenizer differs a little from ours.
+            input_tokens: Some(input + input / 25 + 7),
+            cache_read_tokens: Some(reused as i64),
+            cache_write_tokens: Some(input - reused as i64),
+            output_tokens: Some(output),
+        };
+        call.id = io.writer.record_call(&call)?;
+        let id = call.id;
+        self.log.calls.push(call);
+        Ok(id)
     }
 
-    /// The context's tokens with `summary` standing in for its span.
-    fn tokens_with(&mut self, summary: &Summary, stubbed: &[Eviction]) -> i64 {
-        let encoding = Encoding::O200kBase;
-        let stub_tokens = encoding.count(STUB) as i64;
-        let mut total = i64::from(self.tokens.summary(encoding, summary));
-        for e in &self.events {
-            if (summary.from_seq..=summary.to_seq).contains(&e.seq) {
-                continue;
-            }
-            total += if stubbed.iter().any(|ev| ev.seq == e.seq) {
-                stub_tokens
-            } else {
-                i64::from(self.tokens.event(encoding, e))
-            };
-        }
-        total
-    }
-
-    /// Between turns, off the critical path: when the last call was over its
-    /// target with no summary to bring it under, summarize all but the last
-    /// `keep_turns` turns as a new version.
+    /// Between turns, off the critical path: when the newest call said a span
+    /// needs a summary, the scripted summarizer writes the next version for it.
     fn summarize_if_needed(
         &mut self,
         io: &mut Io,
         summarizer: impl Fn(&[Event], i64) -> String,
     ) -> Result<(), LogError> {
-        let ts = io.clock.now();
-        let projection = self.project(&ts);
-        let stubbed = projection.evictions;
-        let with_newest = match self.summaries.last().cloned() {
-            Some(newest) => self.tokens_with(&newest, &stubbed),
-            None => projection.tokens,
-        };
-        if with_newest <= self.policy.target() {
+        let Some(span) = self.needs_summary.take() else {
             return Ok(());
-        }
-        let keep_from = self.turn - self.policy.keep_turns;
-        let span: Vec<Event> = self
+        };
+        let covered: Vec<Event> = self
+            .log
             .events
             .iter()
-            .filter(|e| e.kind != Kind::System && e.turn < keep_from)
+            .filter(|e| (span.from_seq..=span.to_seq).contains(&e.seq))
             .cloned()
             .collect();
-        let (Some(first), Some(last)) = (span.first(), span.last()) else {
-            return Ok(());
-        };
-        if self.summaries.last().is_some_and(|s| s.to_seq >= last.seq) {
-            return Ok(());
-        }
-        let version = self.summaries.len() as i64 + 1;
+        let version = self.log.summaries.len() as i64 + 1;
         let mut summary = Summary {
             id: 0,
-            session_id: self.id.clone(),
+            session_id: self.id(),
             version,
-            from_seq: first.seq,
-            to_seq: last.seq,
-            content: summarizer(&span, version),
+            from_seq: span.from_seq,
+            to_seq: span.to_seq,
+            content: summarizer(&covered, version),
             created_at: io.clock.tick(20),
             created_by: Some("sample-summarizer".to_string()),
-            meta: Some(json!({"turns": [first.turn, last.turn]}).to_string()),
+            meta: Some(
+                json!({"turns": [covered.first().map(|e| e.turn), covered.last().map(|e| e.turn)]})
+                    .to_string(),
+            ),
         };
         summary.id = io.writer.add_summary(&summary)?;
-        self.summaries.push(summary);
+        self.log.summaries.push(summary);
         Ok(())
     }
-}
-
-struct PlainProjection {
-    tokens: i64,
-    summary_id: Option<i64>,
-    evictions: Vec<Eviction>,
-    stable_prefix: i64,
 }
 
 /// A single-session host: a writer, its clock and one session's state.
@@ -975,12 +881,12 @@ struct Host {
 }
 
 impl Host {
-    fn create(path: &Path, id: &str, policy: SamplePolicy) -> Result<Host, LogError> {
+    fn create(path: &Path, id: &str, title: &str, policy: Policy) -> Result<Host, LogError> {
         Ok(Host {
             writer: Writer::create(path)?,
             seq: 0,
             clock: Clock::default(),
-            state: HostState::new(id, "", policy),
+            state: HostState::new(id, title, policy),
         })
     }
 
@@ -995,8 +901,7 @@ impl Host {
         )
     }
 
-    fn session(&mut self, title: &str, meta: serde_json::Value) -> Result<(), LogError> {
-        self.state.title = title.to_string();
+    fn session(&mut self, meta: serde_json::Value) -> Result<(), LogError> {
         self.state.session(&mut self.writer, meta)
     }
 

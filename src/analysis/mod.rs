@@ -1,3 +1,83 @@
-//! What ctxlens works out from a loaded log: checks now; replay and why later.
+//! What ctxlens works out from a loaded log: checks, projections of recorded
+//! calls under a chosen policy, and replay against the audit record.
 
 pub mod check;
+pub mod replay;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::engine::{self, Counts, Projected, SummaryState};
+use crate::model::{ModelCall, SessionLog};
+use crate::policy::{Policy, PolicyBuilder, PolicyError};
+use crate::tokens::{Encoding, TokenCache};
+
+/// Which policy projects a call: a file and `--set`s given by the user, over
+/// the call's recorded policy (or the defaults when it has none).
+#[derive(Clone, Debug, Default)]
+pub struct PolicyChoice {
+    /// A policy file's path and text; replaces the recorded policy.
+    pub file: Option<(String, String)>,
+    /// `KEY=VALUE` overrides, applied last.
+    pub sets: Vec<String>,
+}
+
+impl PolicyChoice {
+    pub fn for_call(&self, call: &ModelCall) -> Result<Policy, PolicyError> {
+        let mut builder = PolicyBuilder::new();
+        builder = match (&self.file, &call.policy) {
+            (Some((path, text)), _) => builder.file(path, text)?,
+            (None, Some(recorded)) => builder.recorded(call.id, recorded)?,
+            (None, None) => builder,
+        };
+        for set in &self.sets {
+            builder = builder.set(set)?;
+        }
+        builder.build()
+    }
+
+    /// Whether the user chose anything, or each call keeps its recorded policy.
+    pub fn is_recorded(&self) -> bool {
+        self.file.is_none() && self.sets.is_empty()
+    }
+}
+
+/// Token counts per (session, encoding), counted once.
+#[derive(Default)]
+pub struct CountsCache {
+    tokens: TokenCache,
+    counts: HashMap<(String, Encoding), Arc<Counts>>,
+}
+
+impl CountsCache {
+    pub fn get(&mut self, session: &SessionLog, encoding: Encoding) -> Arc<Counts> {
+        let key = (session.id().to_string(), encoding);
+        if let Some(counts) = self.counts.get(&key) {
+            return Arc::clone(counts);
+        }
+        let counts = Arc::new(Counts::new(session, encoding, &mut self.tokens));
+        self.counts.insert(key, Arc::clone(&counts));
+        counts
+    }
+}
+
+/// Projects one call the way replay would reach it: the summary state carried
+/// through the session's earlier calls under their own policies.
+pub fn project_call<'a>(
+    session: &'a SessionLog,
+    call: &'a ModelCall,
+    choice: &PolicyChoice,
+    cache: &mut CountsCache,
+) -> anyhow::Result<(Policy, Projected<'a>)> {
+    let policy = choice.for_call(call)?;
+    let policy_of = |c: &ModelCall| {
+        let policy = choice.for_call(c).ok()?;
+        let counts = cache.get(session, policy.budget.encoding);
+        Some((policy, counts))
+    };
+    let mut state: SummaryState = engine::state_before(session, call, policy_of);
+    let counts = cache.get(session, policy.budget.encoding);
+    let projected = engine::project(session, call, &policy, &counts, &mut state)
+        .map_err(|e| anyhow::anyhow!("model call {}: {e}", call.id))?;
+    Ok((policy, projected))
+}

@@ -2,6 +2,8 @@
 //! and prints the answer as text or JSON.
 
 pub mod check;
+pub mod project;
+pub mod replay;
 pub mod sample;
 pub mod stats;
 
@@ -37,6 +39,29 @@ pub fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
 /// Opens and loads a whole log.
 pub fn load(path: &Path) -> anyhow::Result<Log> {
     Ok(Store::open(path)?.load()?)
+}
+
+/// The policy a user chose with `--policy FILE` and `--set KEY=VALUE`.
+pub fn policy_choice(
+    file: Option<&Path>,
+    sets: &[String],
+) -> anyhow::Result<crate::analysis::PolicyChoice> {
+    let file = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                anyhow::anyhow!("{}: cannot read the policy file: {e}", path.display())
+            })?;
+            Some((path.display().to_string(), text))
+        }
+        None => None,
+    };
+    let choice = crate::analysis::PolicyChoice {
+        file,
+        sets: sets.to_vec(),
+    };
+    // Check the choice once up front, over the defaults, so a bad key is reported before any work.
+    choice.for_call(&crate::model::ModelCall::default())?;
+    Ok(choice)
 }
 
 /// Prints a value as one line of JSON.

@@ -1,0 +1,135 @@
+//! `ctxlens project LOG --call N`: the context one call gets, and why.
+
+use std::path::Path;
+
+use super::{Outcome, load, print_json, thousands};
+use crate::analysis::{CountsCache, PolicyChoice, project_call};
+use crate::engine::Projection;
+
+pub fn run(
+    path: &Path,
+    call_id: i64,
+    session: Option<&str>,
+    choice: &PolicyChoice,
+    as_json: bool,
+) -> anyhow::Result<Outcome> {
+    let log = load(path)?;
+    let sessions: Vec<_> = match session {
+        Some(id) => vec![log.pick_session(Some(id)).map_err(anyhow::Error::msg)?],
+        None => log.sessions.iter().collect(),
+    };
+    let Some((session, call)) = sessions
+        .iter()
+        .find_map(|s| s.call(call_id).map(|c| (*s, c)))
+    else {
+        let ids: Vec<i64> = sessions
+            .iter()
+            .flat_map(|s| s.calls.iter().map(|c| c.id))
+            .collect();
+        let range = match (ids.iter().min(), ids.iter().max()) {
+            (Some(lo), Some(hi)) => format!("calls are {lo}..{hi}"),
+            _ => "it records no model calls".to_string(),
+        };
+        anyhow::bail!("{}: no model call {call_id}; {range}", path.display());
+    };
+    let mut cache = CountsCache::default();
+    let (policy, projected) = project_call(session, call, choice, &mut cache)?;
+    let projection = projected.render(&policy);
+    if as_json {
+        print_json(&projection)?;
+    } else {
+        let source = if choice.is_recorded() && call.policy.is_some() {
+            "recorded policy"
+        } else if choice.is_recorded() {
+            "default policy (none recorded)"
+        } else {
+            "policy as given"
+        };
+        print_text(&projection, policy.preset.name(), source);
+    }
+    Ok(Outcome::Done)
+}
+
+fn print_text(p: &Projection, preset: &str, source: &str) {
+    println!(
+        "call {} · session {} · turn {} · last_seq {} · {preset} ({source})",
+        p.call, p.session, p.turn, p.last_seq
+    );
+    println!();
+    println!(
+        "{:>4}  {:<9} {:<11} {:<11} {:<11} {:>7}  text",
+        "#", "role", "kind", "seqs", "status", "tokens"
+    );
+    for (i, item) in p.context.iter().enumerate() {
+        println!(
+            "{:>4}  {:<9} {:<11} {:<11} {:<11} {:>7}  {}",
+            i + 1,
+            item.role,
+            item.kind,
+            seqs(&item.seqs),
+            item.status,
+            thousands(item.tokens),
+            first_line(&item.text, 60)
+        );
+    }
+    let changed: Vec<_> = p.events.iter().filter(|r| r.reducer.is_some()).collect();
+    if !changed.is_empty() {
+        println!();
+        println!("not verbatim ({}):", changed.len());
+        for row in changed {
+            println!(
+                "  seq {:>6}  {:<11} {:<13} {}",
+                row.seq,
+                row.status,
+                row.reducer.unwrap_or(""),
+                row.reason.as_deref().unwrap_or("")
+            );
+        }
+    }
+    println!();
+    if let Some(span) = p.needs_summary {
+        println!(
+            "needs a summary of seqs {}..{}: no recorded summary covers it",
+            span.from_seq, span.to_seq
+        );
+    }
+    for error in &p.errors {
+        println!("error ({}): {}", error.kind, error.message);
+    }
+    let share = p.total_tokens as f64 * 100.0 / p.budget.target.max(1) as f64;
+    println!(
+        "total {} tokens of target {} ({share:.0}%), usable {}{}{}",
+        thousands(p.total_tokens),
+        thousands(p.budget.target),
+        thousands(p.budget.usable),
+        p.summary_version
+            .map_or(String::new(), |v| format!(", summary v{v}")),
+        if p.over_budget {
+            ": OVER BUDGET"
+        } else {
+            ": within budget"
+        }
+    );
+}
+
+/// "4" or "2..9" or "2,5,7" for a short list of seqs.
+fn seqs(seqs: &[i64]) -> String {
+    match seqs {
+        [] => "-".into(),
+        [one] => one.to_string(),
+        [first, .., last] if (last - first) as usize + 1 == seqs.len() => {
+            format!("{first}..{last}")
+        }
+        [first, .., last] => format!("{first}..{last}*"),
+    }
+}
+
+/// The first line of `text`, cut to `width` characters.
+fn first_line(text: &str, width: usize) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let mut out: String = line.chars().take(width).collect();
+    if line.chars().count() > width || text.lines().nth(1).is_some() {
+        out.push('…');
+    }
+    out
+}

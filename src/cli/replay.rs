@@ -1,0 +1,99 @@
+//! `ctxlens replay LOG`: every call projected again and compared with its record.
+
+use std::path::Path;
+
+use super::{Outcome, load, print_json, thousands};
+use crate::analysis::PolicyChoice;
+use crate::analysis::replay::{Difference, replay};
+
+pub fn run(
+    path: &Path,
+    session: Option<&str>,
+    choice: &PolicyChoice,
+    as_json: bool,
+) -> anyhow::Result<Outcome> {
+    let log = load(path)?;
+    if let Some(id) = session {
+        log.pick_session(Some(id)).map_err(anyhow::Error::msg)?;
+    }
+    let report = replay(&log, session, choice);
+    if as_json {
+        print_json(&report)?;
+    } else {
+        println!(
+            "{:>1} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7}  {:<7} differences",
+            "", "call", "turn", "tokens", "reused", "reported", "error", "summary"
+        );
+        for c in &report.calls {
+            println!(
+                "{:>1} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7}  {:<7} {}",
+                if c.matches_record { "" } else { "*" },
+                c.call,
+                c.turn,
+                thousands(c.total_tokens),
+                thousands(c.prefix_reused_tokens),
+                c.reported_input_tokens.map_or("-".into(), thousands),
+                c.estimate_error
+                    .map_or("-".into(), |e| format!("{:+.1}%", e * 100.0)),
+                c.summary_version.map_or("-".into(), |v| format!("v{v}")),
+                describe(&c.differences)
+            );
+        }
+        println!();
+        println!(
+            "{} calls: {} match the record, {} diverge{}",
+            report.calls.len(),
+            report.matching,
+            report.diverging,
+            report.estimate_error.map_or(String::new(), |e| format!(
+                "; estimate against the provider's reported input: mean error {:.1}%",
+                e * 100.0
+            ))
+        );
+    }
+    Ok(if report.diverging > 0 {
+        Outcome::Found
+    } else {
+        Outcome::Done
+    })
+}
+
+fn describe(differences: &[Difference]) -> String {
+    let mut words = Vec::new();
+    let evictions = differences
+        .iter()
+        .filter(|d| matches!(d, Difference::Eviction { .. }))
+        .count();
+    for d in differences {
+        match d {
+            Difference::SummaryVersion {
+                recorded,
+                projected,
+            } => words.push(format!(
+                "summary recorded {} projected {}",
+                recorded.map_or("none".into(), |v| format!("v{v}")),
+                projected.map_or("none".into(), |v| format!("v{v}"))
+            )),
+            Difference::Unreadable { message } => words.push(message.clone()),
+            Difference::Eviction { .. } => {}
+        }
+    }
+    if evictions > 0 {
+        let first = differences.iter().find_map(|d| match d {
+            Difference::Eviction {
+                seq,
+                recorded,
+                projected,
+            } => Some(format!(
+                "seq {seq} recorded {recorded}, projected {projected}"
+            )),
+            _ => None,
+        });
+        words.push(format!(
+            "{evictions} disposition{} differ (first: {})",
+            if evictions == 1 { "" } else { "s" },
+            first.unwrap_or_default()
+        ));
+    }
+    words.join("; ")
+}

@@ -1,0 +1,216 @@
+//! The working context the reducers pass along: one slot per event a call saw.
+
+use std::sync::Arc;
+
+use super::{CallError, ReducerName, Span, Stand, Status};
+use crate::model::{Event, Kind, ModelCall, SessionLog};
+use crate::tokens::{Encoding, TokenCache};
+
+/// Token counts of a session's events and summaries in one encoding, by index.
+#[derive(Clone, Debug)]
+pub struct Counts {
+    pub encoding: Encoding,
+    pub events: Vec<u32>,
+    pub summaries: Vec<u32>,
+}
+
+impl Counts {
+    /// Counts every event and summary of `session`, through the cache.
+    pub fn new(session: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> Counts {
+        cache.count_events(encoding, &session.events);
+        Counts {
+            encoding,
+            events: session
+                .events
+                .iter()
+                .map(|e| cache.event(encoding, e))
+                .collect(),
+            summaries: session
+                .summaries
+                .iter()
+                .map(|s| cache.summary(encoding, s))
+                .collect(),
+        }
+    }
+
+    /// Tokens of a text that is not an event or summary (a stub, a placeholder).
+    pub fn text(&self, text: &str) -> u64 {
+        self.encoding.count(text) as u64
+    }
+}
+
+/// Why a reducer gave an event its disposition; turned into words on demand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    Kept,
+    Age {
+        age: i64,
+        keep_turns: u64,
+    },
+    Count {
+        newer: u64,
+        keep_last: u64,
+    },
+    NeverEvict,
+    WindowTurns {
+        turn: i64,
+        max_turns: u64,
+    },
+    WindowTokens {
+        turn: i64,
+        max_tokens: u64,
+    },
+    /// Dropped or summarized because the other half of its pair was.
+    WithPair {
+        seq: i64,
+    },
+    Summary {
+        version: i64,
+        span: Span,
+    },
+    Placeholder {
+        span: Span,
+    },
+    Pinned {
+        span: Span,
+    },
+}
+
+impl Why {
+    /// The reason in words, for the event it was given to.
+    pub fn words(&self, event: &Event) -> String {
+        let tool = event.tool_name.as_deref().unwrap_or("tool");
+        match *self {
+            Why::Kept => String::new(),
+            Why::Age { age, keep_turns } => format!("age {age} > keep_turns {keep_turns}"),
+            Why::Count { newer, keep_last } => {
+                format!("{newer} newer {tool} results, keep_last {keep_last}")
+            }
+            Why::NeverEvict => format!("{tool} is never_evict"),
+            Why::WindowTurns { turn, max_turns } => {
+                format!("turn {turn} is outside the newest {max_turns} turns (max_turns)")
+            }
+            Why::WindowTokens { turn, max_tokens } => {
+                format!("turn {turn} does not fit in max_tokens {max_tokens}")
+            }
+            Why::WithPair { seq } => format!("goes with its pair, seq {seq}"),
+            Why::Summary { version, span } => format!(
+                "covered by summary v{version} (seqs {}..{})",
+                span.from_seq, span.to_seq
+            ),
+            Why::Placeholder { span } => format!(
+                "over target, and no recorded summary covers seqs {}..{}: a summary is needed",
+                span.from_seq, span.to_seq
+            ),
+            Why::Pinned { span } => format!(
+                "{tool} is never_evict: kept verbatim after the summary of {}..{}",
+                span.from_seq, span.to_seq
+            ),
+        }
+    }
+}
+
+/// One event's disposition at a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    pub status: Status,
+    pub reducer: Option<ReducerName>,
+    pub why: Why,
+    /// Tokens the event takes as sent (0 when not sent).
+    pub tokens: u64,
+}
+
+/// The context as it moves through the reducers.
+#[derive(Clone, Debug)]
+pub struct Context<'a> {
+    pub session: &'a SessionLog,
+    pub call: &'a ModelCall,
+    /// The events the call saw.
+    pub events: &'a [Event],
+    pub slots: Vec<Slot>,
+    pub counts: Arc<Counts>,
+    pub stand: Option<Stand>,
+    pub needs_summary: Option<Span>,
+    pub errors: Vec<CallError>,
+}
+
+impl<'a> Context<'a> {
+    /// Every event the call saw, verbatim.
+    pub fn new(session: &'a SessionLog, call: &'a ModelCall, counts: Arc<Counts>) -> Context<'a> {
+        let events = session.seen_by(call);
+        let slots = events
+            .iter()
+            .enumerate()
+            .map(|(ix, _)| Slot {
+                status: Status::Verbatim,
+                reducer: None,
+                why: Why::Kept,
+                tokens: u64::from(counts.events.get(ix).copied().unwrap_or(0)),
+            })
+            .collect();
+        Context {
+            session,
+            call,
+            events,
+            slots,
+            counts,
+            stand: None,
+            needs_summary: None,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Gives the event at `ix` a new disposition.
+    pub fn set(&mut self, ix: usize, status: Status, reducer: ReducerName, why: Why, tokens: u64) {
+        self.slots[ix] = Slot {
+            status,
+            reducer: Some(reducer),
+            why,
+            tokens: if status.is_sent() { tokens } else { 0 },
+        };
+    }
+
+    /// Tokens of every event as it would be sent now.
+    pub fn event_tokens(&self) -> u64 {
+        self.slots.iter().map(|s| s.tokens).sum()
+    }
+
+    /// The index where the dialogue starts: the system prompt is everything before it.
+    pub fn first_dialogue(&self) -> usize {
+        leading_system(self.events)
+    }
+
+    /// Makes the pairs whole again: a tool_result whose call is no longer sent
+    /// follows it out, and a call whose result is not sent follows its result
+    /// (so no orphan reaches the model).
+    pub fn heal_pairs(&mut self, reducer: ReducerName) {
+        for ix in 0..self.events.len() {
+            let event = &self.events[ix];
+            if !matches!(event.kind, Kind::ToolCall | Kind::ToolResult)
+                || !self.slots[ix].status.is_sent()
+            {
+                continue;
+            }
+            let Some(partner) = self
+                .session
+                .partner_of(ix)
+                .filter(|&p| p < self.events.len())
+            else {
+                continue;
+            };
+            let other = self.slots[partner];
+            if !other.status.is_sent() {
+                let seq = self.events[partner].seq;
+                self.set(ix, other.status, reducer, Why::WithPair { seq }, 0);
+            }
+        }
+    }
+}
+
+/// How many system events open the log: the system prompt.
+pub(crate) fn leading_system(events: &[Event]) -> usize {
+    events
+        .iter()
+        .position(|e| e.kind != Kind::System)
+        .unwrap_or(events.len())
+}

@@ -1,0 +1,450 @@
+//! The pipeline's reducers (seed 000), cheap to expensive, and the layout.
+//!
+//! Each takes the context, the budget and its own state, and returns them:
+//! `reduce(context, budget, state) -> (context, state)`.
+
+use super::context::{Context, Why};
+use super::{CallError, ItemRef, Projected, ReducerName, Span, Stand, Status};
+use crate::model::{Kind, ModelCall, SessionLog, Summary};
+use crate::policy::{self, Budget, Mode};
+
+/// One stage of the pipeline. `State` carries from one model call to the next.
+pub trait Reducer {
+    type State;
+    fn reduce<'a>(
+        &self,
+        context: Context<'a>,
+        budget: &Budget,
+        state: Self::State,
+    ) -> (Context<'a>, Self::State);
+}
+
+/// Reducer 1: tool-result retention by age or count, per tool, with never_evict.
+pub struct ToolResults<'p>(pub &'p policy::ToolResults);
+
+impl Reducer for ToolResults<'_> {
+    type State = ();
+
+    fn reduce<'a>(&self, mut ctx: Context<'a>, _: &Budget, (): ()) -> (Context<'a>, ()) {
+        let call_turn = ctx.call.turn;
+        // Newer results seen so far per tool, walking newest first (count mode).
+        let mut newer: Vec<(&str, u64)> = Vec::new();
+        for ix in (0..ctx.events.len()).rev() {
+            let event = &ctx.events[ix];
+            if event.kind != Kind::ToolResult {
+                continue;
+            }
+            let tool = event.tool_name.as_deref();
+            let rule = self.0.rule_for(tool);
+            let name = tool.unwrap_or("");
+            let seen = match newer.iter_mut().find(|(t, _)| *t == name) {
+                Some((_, n)) => n,
+                None => {
+                    newer.push((name, 0));
+                    &mut newer.last_mut().expect("just pushed").1
+                }
+            };
+            let count_before = *seen;
+            *seen += 1;
+            if rule.never_evict {
+                // Marked, so the summary reducer pins the pair.
+                ctx.slots[ix].why = Why::NeverEvict;
+                continue;
+            }
+            let why = match rule.mode {
+                Mode::Age => {
+                    let age = call_turn - event.turn;
+                    (age > rule.keep_turns as i64).then_some(Why::Age {
+                        age,
+                        keep_turns: rule.keep_turns,
+                    })
+                }
+                Mode::Count => (count_before >= rule.keep_last).then_some(Why::Count {
+                    newer: count_before,
+                    keep_last: rule.keep_last,
+                }),
+            };
+            if let Some(why) = why {
+                let tokens = ctx.counts.text(rule.stub);
+                ctx.set(ix, Status::Stubbed, ReducerName::ToolResults, why, tokens);
+            }
+        }
+        (ctx, ())
+    }
+}
+
+/// Reducer 2: the sliding window on dialogue, by turns and by tokens.
+pub struct Window<'p>(pub &'p policy::Window);
+
+impl Reducer for Window<'_> {
+    type State = ();
+
+    fn reduce<'a>(&self, mut ctx: Context<'a>, _: &Budget, (): ()) -> (Context<'a>, ()) {
+        let call_turn = ctx.call.turn;
+        let mut oldest_kept = i64::MIN;
+        if self.0.max_turns > 0 {
+            oldest_kept = call_turn - self.0.max_turns as i64 + 1;
+        }
+        if self.0.max_tokens > 0 {
+            // Newest turns first, as long as they fit; the call's own turn always stays.
+            let mut used = 0u64;
+            let mut turn_tokens: Vec<(i64, u64)> = Vec::new();
+            for (event, slot) in ctx.events.iter().zip(&ctx.slots) {
+                if event.kind == Kind::System {
+                    continue;
+                }
+                match turn_tokens.last_mut() {
+                    Some((turn, tokens)) if *turn == event.turn => *tokens += slot.tokens,
+                    _ => turn_tokens.push((event.turn, slot.tokens)),
+                }
+            }
+            for &(turn, tokens) in turn_tokens.iter().rev() {
+                used += tokens;
+                if used > self.0.max_tokens && turn < call_turn {
+                    oldest_kept = oldest_kept.max(turn + 1);
+                    break;
+                }
+            }
+        }
+        if oldest_kept == i64::MIN {
+            return (ctx, ());
+        }
+        for ix in 0..ctx.events.len() {
+            let event = &ctx.events[ix];
+            if event.kind == Kind::System || event.turn >= oldest_kept {
+                continue;
+            }
+            let why =
+                if self.0.max_turns > 0 && event.turn < call_turn - self.0.max_turns as i64 + 1 {
+                    Why::WindowTurns {
+                        turn: event.turn,
+                        max_turns: self.0.max_turns,
+                    }
+                } else {
+                    Why::WindowTokens {
+                        turn: event.turn,
+                        max_tokens: self.0.max_tokens,
+                    }
+                };
+            ctx.set(ix, Status::Dropped, ReducerName::Window, why, 0);
+        }
+        ctx.heal_pairs(ReducerName::Window);
+        (ctx, ())
+    }
+}
+
+/// The summary reducer's memory: the recorded summary in use, so the split
+/// point holds still from one call to the next until a newer version is needed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SummaryState {
+    pub in_use: Option<i64>,
+}
+
+/// Reducer 3: the newest recorded summary that covers the oldest span, or a
+/// placeholder that says which span needs one.
+pub struct SummaryReducer<'p>(pub &'p policy::SummaryPolicy);
+
+/// Whether a summary could have been sent with this call (CONTRACT.md §1).
+pub fn applicable(summary: &Summary, call: &ModelCall) -> bool {
+    summary.session_id == call.session_id
+        && summary.from_seq <= summary.to_seq
+        && summary.to_seq < call.last_seq
+        && summary.created_at.as_str() <= call.ts.as_str()
+}
+
+impl Reducer for SummaryReducer<'_> {
+    type State = SummaryState;
+
+    fn reduce<'a>(
+        &self,
+        ctx: Context<'a>,
+        budget: &Budget,
+        state: SummaryState,
+    ) -> (Context<'a>, SummaryState) {
+        let first = ctx.first_dialogue();
+        let Some(first_seq) = ctx.events.get(first).map(|e| e.seq) else {
+            return (ctx, state);
+        };
+        let summaries = &ctx.session.summaries;
+        let fits = |s: &Summary| applicable(s, ctx.call) && s.from_seq <= first_seq;
+        let newest = summaries
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| self.0.use_recorded && fits(s))
+            .max_by_key(|(_, s)| (s.version, s.id))
+            .map(|(ix, _)| ix);
+        // Before the context first outgrows its target no summary is used; from
+        // then on the newest applicable one is, so the split point moves only when
+        // a new version is recorded (CONTRACT.md §6.6).
+        let in_use = state.in_use.is_some() && self.0.use_recorded;
+        let chosen = newest
+            .filter(|_| in_use || ctx.event_tokens() > budget.target)
+            .map(|ix| (ix, apply_summary(ctx.clone(), ix)));
+        let state = SummaryState {
+            in_use: chosen
+                .as_ref()
+                .map(|(ix, _)| summaries[*ix].id)
+                .or(state.in_use),
+        };
+        let result = match chosen {
+            Some((ix, applied)) => {
+                let tokens = summary_tokens(&applied, ix);
+                (applied, tokens)
+            }
+            None => (ctx.clone(), 0),
+        };
+        if result.0.event_tokens() + result.1 <= budget.target {
+            return (result.0, state);
+        }
+        // Still over: a summary of a longer span is needed; a placeholder stands in
+        // for it (superseding any recorded one, which covers less).
+        match placeholder(&ctx, budget, self.0.summarize_to) {
+            Some(with_placeholder) => (with_placeholder, state),
+            None => (result.0, state),
+        }
+    }
+}
+
+fn summary_tokens(ctx: &Context, ix: usize) -> u64 {
+    u64::from(ctx.counts.summaries.get(ix).copied().unwrap_or(0))
+}
+
+/// Replaces the span of summary `ix` (prefix-ward), pinning never_evict pairs.
+fn apply_summary(mut ctx: Context, ix: usize) -> Context {
+    let summary = &ctx.session.summaries[ix];
+    let span = Span {
+        from_seq: summary.from_seq,
+        to_seq: summary.to_seq,
+    };
+    let why = Why::Summary {
+        version: summary.version,
+        span,
+    };
+    cover(&mut ctx, span, why);
+    ctx.stand = Some(Stand::Summary(ix));
+    ctx
+}
+
+/// Marks every sent dialogue event in `span` summarized, except never_evict
+/// tool events, which are pinned; then heals pairs cut by the span's end.
+fn cover(ctx: &mut Context, span: Span, why: Why) {
+    let first = ctx.first_dialogue();
+    for ix in first..ctx.events.len() {
+        let event = &ctx.events[ix];
+        if event.seq < span.from_seq || event.seq > span.to_seq {
+            continue;
+        }
+        if !ctx.slots[ix].status.is_sent() {
+            continue;
+        }
+        if ctx.slots[ix].why == Why::NeverEvict || is_pinned_tool(ctx, ix) {
+            let tokens = u64::from(ctx.counts.events[ix]);
+            ctx.set(
+                ix,
+                Status::Pinned,
+                ReducerName::Summary,
+                Why::Pinned { span },
+                tokens,
+            );
+        } else {
+            ctx.set(ix, Status::Summarized, ReducerName::Summary, why, 0);
+        }
+    }
+    ctx.heal_pairs(ReducerName::Summary);
+}
+
+/// A tool call or result whose tool is never_evict (marked on its result by reducer 1).
+fn is_pinned_tool(ctx: &Context, ix: usize) -> bool {
+    let event = &ctx.events[ix];
+    match event.kind {
+        Kind::ToolCall => ctx
+            .session
+            .partner_of(ix)
+            .filter(|&p| p < ctx.slots.len())
+            .is_some_and(|p| ctx.slots[p].why == Why::NeverEvict),
+        _ => false,
+    }
+}
+
+/// The shortest oldest span, in whole turns before the call's own, whose
+/// summary would bring the context down to `summarize_to` of its target (or,
+/// failing that, under the target; or else all earlier turns), replaced by a
+/// placeholder. `None` when there is no earlier turn.
+fn placeholder<'a>(ctx: &Context<'a>, budget: &Budget, summarize_to: f64) -> Option<Context<'a>> {
+    let first = ctx.first_dialogue();
+    let from_seq = ctx.events.get(first)?.seq;
+    let call_turn = ctx.call.turn;
+    // Candidate ends: the last event of each turn before the call's own.
+    let ends: Vec<usize> = (first..ctx.events.len())
+        .filter(|&ix| {
+            let turn = ctx.events[ix].turn;
+            turn < call_turn && ctx.events.get(ix + 1).is_none_or(|next| next.turn != turn)
+        })
+        .collect();
+    let last_end = *ends.last()?;
+    // Tokens a span ending at each index would take out (pinned pairs stay).
+    let mut removed = Vec::with_capacity(ctx.events.len());
+    let mut sum = 0;
+    for ix in 0..ctx.events.len() {
+        if ix >= first && !(ctx.slots[ix].why == Why::NeverEvict || is_pinned_tool(ctx, ix)) {
+            sum += ctx.slots[ix].tokens;
+        }
+        removed.push(sum);
+    }
+    let span_to = |end: usize| Span {
+        from_seq,
+        to_seq: ctx.events[end].seq,
+    };
+    // The summary to come will take about what the newest one takes, and at
+    // least what the placeholder does.
+    let marker = ctx
+        .counts
+        .text(&placeholder_text(ctx.session, span_to(last_end)));
+    let expected = ctx
+        .counts
+        .summaries
+        .iter()
+        .zip(&ctx.session.summaries)
+        .filter(|(_, s)| s.session_id == ctx.call.session_id)
+        .max_by_key(|(_, s)| s.version)
+        .map_or(marker, |(&tokens, _)| u64::from(tokens).max(marker));
+    let total = ctx.event_tokens();
+    let first_fit = |goal: u64| {
+        let fits = |end: &usize| total - removed[*end] + expected <= goal;
+        ends.get(ends.partition_point(|end| !fits(end))).copied()
+    };
+    // Collapse in chunks: down to `summarize_to` of the target where the turns
+    // allow, so the split point does not creep forward at every call.
+    let chunk = (budget.target as f64 * summarize_to) as u64;
+    let end = first_fit(chunk)
+        .or_else(|| first_fit(budget.target))
+        .unwrap_or(last_end);
+    let span = span_to(end);
+    let mut covered = ctx.clone();
+    cover(&mut covered, span, Why::Placeholder { span });
+    covered.stand = Some(Stand::Placeholder(span));
+    covered.needs_summary = Some(span);
+    Some(covered)
+}
+
+/// The marked text that stands in for a summary that is needed but not recorded.
+pub fn placeholder_text(session: &SessionLog, span: Span) -> String {
+    let turns = |seq: i64| session.event(seq).map_or(0, |e| e.turn);
+    format!(
+        "[summary needed: no recorded summary covers seqs {}..{} (turns {}..{}); ctxlens never invents one]",
+        span.from_seq,
+        span.to_seq,
+        turns(span.from_seq),
+        turns(span.to_seq)
+    )
+}
+
+/// Lays the context out for sending: system prompt, summary, pinned pairs,
+/// the tail in log order, injections last (CONTRACT.md §6.3).
+pub fn layout(ctx: Context, budget: Budget) -> Projected {
+    let first = ctx.first_dialogue();
+    let mut order = Vec::with_capacity(ctx.events.len() + 2);
+    let mut order_tokens = Vec::with_capacity(ctx.events.len() + 2);
+    let mut push = |item: ItemRef, tokens: u64| {
+        order.push(item);
+        order_tokens.push(tokens);
+    };
+    for ix in 0..first {
+        push(
+            ItemRef::Event(ix, ctx.slots[ix].status),
+            ctx.slots[ix].tokens,
+        );
+    }
+    match ctx.stand {
+        Some(Stand::Summary(ix)) => push(ItemRef::Summary(ix), summary_tokens(&ctx, ix)),
+        Some(Stand::Placeholder(span)) => push(
+            ItemRef::Placeholder(span),
+            ctx.counts.text(&placeholder_text(ctx.session, span)),
+        ),
+        None => {}
+    }
+    let sent = |ix: &usize| ctx.slots[*ix].status.is_sent();
+    let pinned = (first..ctx.events.len()).filter(|ix| ctx.slots[*ix].status == Status::Pinned);
+    for ix in pinned {
+        push(ItemRef::Event(ix, Status::Pinned), ctx.slots[ix].tokens);
+    }
+    for ix in (first..ctx.events.len()).filter(sent) {
+        if ctx.slots[ix].status != Status::Pinned {
+            push(
+                ItemRef::Event(ix, ctx.slots[ix].status),
+                ctx.slots[ix].tokens,
+            );
+        }
+    }
+
+    let mut errors = ctx.errors.clone();
+    let injections = match ctx.call.parsed_injections() {
+        Ok(injections) => injections,
+        Err(e) => {
+            errors.push(CallError {
+                kind: "bad_injections",
+                message: format!("the call's injections are not readable: {e}"),
+            });
+            Vec::new()
+        }
+    };
+    let mut injected = 0;
+    for (i, injection) in injections.iter().enumerate() {
+        let tokens = injection
+            .tokens
+            .map_or_else(|| ctx.counts.text(&injection.content), |t| t.max(0) as u64);
+        injected += tokens;
+        push(ItemRef::Injection(i), tokens);
+        if tokens > budget.injection_reserve {
+            errors.push(CallError {
+                kind: "injection_over_reserve",
+                message: format!(
+                    "injection '{}' takes {tokens} tokens, more than injection_reserve {}",
+                    injection.hook, budget.injection_reserve
+                ),
+            });
+        }
+    }
+    if injected > budget.injection_reserve && injections.len() > 1 {
+        errors.push(CallError {
+            kind: "injection_over_reserve",
+            message: format!(
+                "injections take {injected} tokens together, more than injection_reserve {}",
+                budget.injection_reserve
+            ),
+        });
+    }
+    let total_tokens: u64 = order_tokens.iter().sum();
+    let reduced = total_tokens - injected;
+    let over_budget = reduced > budget.target || injected > budget.injection_reserve;
+    if reduced > budget.target {
+        errors.push(CallError {
+            kind: "over_budget",
+            message: format!(
+                "{reduced} tokens exceed the target {} after every reduction the policy allows{}",
+                budget.target,
+                match ctx.needs_summary {
+                    Some(span) => format!(
+                        " (even with a summary of seqs {}..{})",
+                        span.from_seq, span.to_seq
+                    ),
+                    None => String::new(),
+                }
+            ),
+        });
+    }
+    Projected {
+        session: ctx.session,
+        call: ctx.call,
+        budget,
+        slots: ctx.slots,
+        stand: ctx.stand,
+        needs_summary: ctx.needs_summary,
+        order,
+        order_tokens,
+        injections,
+        total_tokens,
+        over_budget,
+        errors,
+    }
+}

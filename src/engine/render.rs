@@ -1,0 +1,185 @@
+//! A projected call with its text: what `project` prints and `--json` emits
+//! (CONTRACT.md §5).
+
+use serde::Serialize;
+
+use super::reducers::placeholder_text;
+use super::{CallError, ItemRef, Projected, Span, Status};
+use crate::model::Kind;
+use crate::policy::{Budget, Policy};
+
+/// The projection of one call, as CONTRACT.md §5 gives it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Projection {
+    pub session: String,
+    pub call: i64,
+    pub turn: i64,
+    pub last_seq: i64,
+    pub budget: Budget,
+    pub total_tokens: u64,
+    pub over_budget: bool,
+    pub summary_version: Option<i64>,
+    pub tail_start_seq: Option<i64>,
+    pub needs_summary: Option<Span>,
+    pub errors: Vec<CallError>,
+    pub context: Vec<Item>,
+    pub events: Vec<Row>,
+}
+
+/// One entry of the context, in send order.
+#[derive(Clone, Debug, Serialize)]
+pub struct Item {
+    pub role: &'static str,
+    pub kind: &'static str,
+    pub seqs: Vec<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_version: Option<i64>,
+    pub tokens: u64,
+    pub text: String,
+}
+
+/// One event's disposition at the call.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub seq: i64,
+    pub status: &'static str,
+    pub reducer: Option<&'static str>,
+    pub reason: Option<String>,
+}
+
+impl Projected<'_> {
+    /// The projection with every item's text, for printing.
+    pub fn render(&self, policy: &Policy) -> Projection {
+        let events = &self.session.events;
+        let context = self
+            .order
+            .iter()
+            .zip(&self.order_tokens)
+            .map(|(item, &tokens)| match *item {
+                ItemRef::Event(ix, status) => {
+                    let e = &events[ix];
+                    let text = match status {
+                        Status::Stubbed => policy
+                            .tool_results
+                            .rule_for(e.tool_name.as_deref())
+                            .stub
+                            .to_string(),
+                        _ => e.content.clone(),
+                    };
+                    Item {
+                        role: role(e.kind),
+                        kind: e.kind.as_str(),
+                        seqs: vec![e.seq],
+                        call_id: e.call_id.clone(),
+                        status: status.as_str(),
+                        summary_version: None,
+                        tokens,
+                        text,
+                    }
+                }
+                ItemRef::Summary(ix) => {
+                    let s = &self.session.summaries[ix];
+                    Item {
+                        role: "user",
+                        kind: "summary",
+                        seqs: self.covered_seqs(),
+                        call_id: None,
+                        status: "summary",
+                        summary_version: Some(s.version),
+                        tokens,
+                        text: s.content.clone(),
+                    }
+                }
+                ItemRef::Placeholder(span) => Item {
+                    role: "user",
+                    kind: "placeholder",
+                    seqs: self.covered_seqs(),
+                    call_id: None,
+                    status: "placeholder",
+                    summary_version: None,
+                    tokens,
+                    text: placeholder_text(self.session, span),
+                },
+                ItemRef::Injection(i) => Item {
+                    role: "user",
+                    kind: "injection",
+                    seqs: Vec::new(),
+                    call_id: None,
+                    status: "injected",
+                    summary_version: None,
+                    tokens,
+                    text: self.injections[i].content.clone(),
+                },
+            })
+            .collect();
+        let rows = self
+            .slots
+            .iter()
+            .zip(events)
+            .map(|(slot, e)| Row {
+                seq: e.seq,
+                status: slot.status.as_str(),
+                reducer: slot.reducer.map(|r| r.as_str()),
+                reason: slot.reducer.map(|_| slot.why.words(e)),
+            })
+            .collect();
+        Projection {
+            session: self.session.id().to_string(),
+            call: self.call.id,
+            turn: self.call.turn,
+            last_seq: self.call.last_seq,
+            budget: self.budget,
+            total_tokens: self.total_tokens,
+            over_budget: self.over_budget,
+            summary_version: self.summary().map(|s| s.version),
+            tail_start_seq: self.tail_start_seq(),
+            needs_summary: self.needs_summary,
+            errors: self.errors.clone(),
+            context,
+            events: rows,
+        }
+    }
+
+    /// The seqs the summary or placeholder stands in for.
+    fn covered_seqs(&self) -> Vec<i64> {
+        self.slots
+            .iter()
+            .zip(&self.session.events)
+            .filter(|(slot, _)| slot.status == Status::Summarized)
+            .map(|(_, e)| e.seq)
+            .collect()
+    }
+
+    /// The pairs `(seq, action)` of every event not sent verbatim, as the audit record lists them.
+    pub fn evictions(&self) -> Vec<(i64, &'static str)> {
+        self.evicted()
+            .map(|(slot, e)| (e.seq, slot.status.as_str()))
+            .collect()
+    }
+
+    /// The reducer behind each of `evictions`, in the same order.
+    pub fn eviction_reducers(&self) -> Vec<&'static str> {
+        self.evicted()
+            .map(|(slot, _)| slot.reducer.map_or("", |r| r.as_str()))
+            .collect()
+    }
+
+    fn evicted(&self) -> impl Iterator<Item = (&super::Slot, &crate::model::Event)> {
+        self.slots
+            .iter()
+            .zip(&self.session.events)
+            .filter(|(slot, _)| !matches!(slot.status, Status::Verbatim | Status::Pinned))
+    }
+}
+
+fn role(kind: Kind) -> &'static str {
+    match kind {
+        Kind::System => "system",
+        Kind::User | Kind::Compaction => "user",
+        Kind::ToolResult => "tool",
+        _ => "assistant",
+    }
+}

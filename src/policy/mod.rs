@@ -1,0 +1,500 @@
+//! The retention policy (CONTRACT.md §3): defaults from `assets/policy.toml`,
+//! layered with a policy file, a call's recorded policy and `--set` overrides.
+//! Every error names the key and where its value came from.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use toml::{Table, Value};
+
+use crate::tokens::Encoding;
+
+/// The shipped defaults, with a line of documentation for every key.
+pub const DEFAULTS_TOML: &str = include_str!("../../assets/policy.toml");
+
+/// A complete policy: every key has a value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Policy {
+    pub preset: Preset,
+    pub budget: BudgetPolicy,
+    pub tool_results: ToolResults,
+    pub window: Window,
+    pub summary: SummaryPolicy,
+}
+
+/// The designs a policy can choose (CONTRACT.md §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    Pipeline,
+    Opencode,
+    Tiered,
+    Structural,
+    Adaptive,
+    Block,
+    PreserveUser,
+    TokenFraction,
+    RecentTurns,
+}
+
+impl Preset {
+    pub const NAMES: [&str; 9] = [
+        "pipeline",
+        "opencode",
+        "tiered",
+        "structural",
+        "adaptive",
+        "block",
+        "preserve-user",
+        "token-fraction",
+        "recent-turns",
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Pipeline => "pipeline",
+            Preset::Opencode => "opencode",
+            Preset::Tiered => "tiered",
+            Preset::Structural => "structural",
+            Preset::Adaptive => "adaptive",
+            Preset::Block => "block",
+            Preset::PreserveUser => "preserve-user",
+            Preset::TokenFraction => "token-fraction",
+            Preset::RecentTurns => "recent-turns",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BudgetPolicy {
+    pub context_window: u64,
+    pub output_reserve: u64,
+    pub input_limit: u64,
+    pub injection_reserve: u64,
+    pub safety_margin: f64,
+    pub encoding: Encoding,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Age,
+    Count,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResults {
+    pub mode: Mode,
+    pub keep_turns: u64,
+    pub keep_last: u64,
+    pub stub: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, ToolRule>,
+}
+
+/// One tool's override of the global tool-result rule; unset keys inherit it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_turns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_last: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stub: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub never_evict: bool,
+}
+
+/// The rule in force for one tool: its own keys over the global ones.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Retention<'a> {
+    pub mode: Mode,
+    pub keep_turns: u64,
+    pub keep_last: u64,
+    pub stub: &'a str,
+    pub never_evict: bool,
+}
+
+impl ToolResults {
+    pub fn rule_for(&self, tool: Option<&str>) -> Retention<'_> {
+        let own = tool.and_then(|t| self.tools.get(t));
+        Retention {
+            mode: own.and_then(|r| r.mode).unwrap_or(self.mode),
+            keep_turns: own.and_then(|r| r.keep_turns).unwrap_or(self.keep_turns),
+            keep_last: own.and_then(|r| r.keep_last).unwrap_or(self.keep_last),
+            stub: own.and_then(|r| r.stub.as_deref()).unwrap_or(&self.stub),
+            never_evict: own.is_some_and(|r| r.never_evict),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    pub max_turns: u64,
+    pub max_tokens: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SummaryPolicy {
+    pub use_recorded: bool,
+    pub summarize_to: f64,
+}
+
+/// Where a policy value came from, for error messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    Defaults,
+    File(String),
+    Recorded(i64),
+    Set(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Defaults => f.write_str("assets/policy.toml"),
+            Source::File(path) => write!(f, "policy file {path}"),
+            Source::Recorded(call) => write!(f, "the policy recorded with model call {call}"),
+            Source::Set(arg) => write!(f, "--set {arg}"),
+        }
+    }
+}
+
+/// A policy value that is not allowed: the key, why, and where it came from.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("policy key '{key}' in {origin}: {reason}")]
+pub struct PolicyError {
+    pub key: String,
+    pub reason: String,
+    pub origin: Source,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        PolicyBuilder::new()
+            .build()
+            .expect("assets/policy.toml is a valid policy")
+    }
+}
+
+impl Policy {
+    /// The policy as JSON with the same keys as the TOML file, for `model_calls.policy`.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The usable and target budgets (CONTRACT.md §3 and issue 3's formula).
+    pub fn budget(&self) -> Budget {
+        let b = &self.budget;
+        let usable = if b.input_limit > 0 {
+            b.input_limit
+        } else {
+            b.context_window.saturating_sub(b.output_reserve)
+        };
+        let reducible = usable.saturating_sub(b.injection_reserve);
+        Budget {
+            usable,
+            target: (reducible as f64 * (1.0 - b.safety_margin)).floor() as u64,
+            injection_reserve: b.injection_reserve,
+        }
+    }
+}
+
+/// The budget threaded through the reducers. A struct, so per-tier caps can be
+/// added later without changing any reducer's signature (seed 000).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Budget {
+    pub usable: u64,
+    pub target: u64,
+    #[serde(skip)]
+    pub injection_reserve: u64,
+}
+
+/// Layers policy sources over the defaults, checking each as it is added.
+#[derive(Clone, Debug)]
+pub struct PolicyBuilder {
+    merged: Table,
+    origin: BTreeMap<String, Source>,
+}
+
+impl Default for PolicyBuilder {
+    fn default() -> Self {
+        PolicyBuilder::new()
+    }
+}
+
+impl PolicyBuilder {
+    pub fn new() -> PolicyBuilder {
+        let merged: Table = DEFAULTS_TOML
+            .parse()
+            .expect("assets/policy.toml is valid TOML");
+        PolicyBuilder {
+            merged,
+            origin: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a TOML policy file's text.
+    pub fn file(self, path: &str, text: &str) -> Result<PolicyBuilder, PolicyError> {
+        let table: Table = text.parse().map_err(|e: toml::de::Error| PolicyError {
+            key: "(file)".into(),
+            reason: format!("not valid TOML: {}", e.message()),
+            origin: Source::File(path.to_string()),
+        })?;
+        self.layer(table, Source::File(path.to_string()))
+    }
+
+    /// Adds a policy recorded as JSON with a model call.
+    pub fn recorded(self, call: i64, json: &str) -> Result<PolicyBuilder, PolicyError> {
+        let error = |reason: String| PolicyError {
+            key: "(policy)".into(),
+            reason,
+            origin: Source::Recorded(call),
+        };
+        let value: serde_json::Value =
+            serde_json::from_str(json).map_err(|e| error(format!("malformed JSON ({e})")))?;
+        let table = match toml::Value::try_from(without_nulls(value)) {
+            Ok(Value::Table(table)) => table,
+            Ok(_) => return Err(error("not a JSON object".into())),
+            Err(e) => return Err(error(e.to_string())),
+        };
+        self.layer(table, Source::Recorded(call))
+    }
+
+    /// Adds one `KEY=VALUE` override; VALUE is read as TOML, or as a string if it is not.
+    pub fn set(self, assignment: &str) -> Result<PolicyBuilder, PolicyError> {
+        let source = Source::Set(assignment.to_string());
+        let Some((key, raw)) = assignment.split_once('=') else {
+            return Err(PolicyError {
+                key: assignment.to_string(),
+                reason: "expected KEY=VALUE".into(),
+                origin: source,
+            });
+        };
+        let key = key.trim();
+        let raw = raw.trim();
+        let value = format!("v = {raw}")
+            .parse::<Table>()
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| Value::String(raw.to_string()));
+        let mut table = Table::new();
+        let mut parts: Vec<&str> = key.split('.').collect();
+        let last = parts.pop().unwrap_or_default();
+        let leaf = parts.iter().fold(&mut table, |t, part| {
+            let entry = t
+                .entry(part.to_string())
+                .or_insert_with(|| Value::Table(Table::new()));
+            match entry {
+                Value::Table(inner) => inner,
+                _ => unreachable!("just inserted a table"),
+            }
+        });
+        leaf.insert(last.to_string(), value);
+        self.layer(table, source)
+    }
+
+    fn layer(mut self, table: Table, source: Source) -> Result<PolicyBuilder, PolicyError> {
+        let defaults: Table = DEFAULTS_TOML.parse().expect("valid defaults");
+        check_table(&table, &defaults, "", &source)?;
+        merge(&mut self.merged, table, "", &source, &mut self.origin);
+        Ok(self)
+    }
+
+    /// The finished policy, after the range checks.
+    pub fn build(self) -> Result<Policy, PolicyError> {
+        let policy: Policy =
+            Value::Table(self.merged.clone())
+                .try_into()
+                .map_err(|e: toml::de::Error| PolicyError {
+                    key: "(policy)".into(),
+                    reason: e.message().to_string(),
+                    origin: Source::Defaults,
+                })?;
+        let fail = |key: &str, reason: String| PolicyError {
+            key: key.to_string(),
+            reason,
+            origin: self.origin.get(key).cloned().unwrap_or(Source::Defaults),
+        };
+        let b = &policy.budget;
+        if !(0.0..1.0).contains(&b.safety_margin) {
+            return Err(fail(
+                "budget.safety_margin",
+                format!("{} is not in [0, 1)", b.safety_margin),
+            ));
+        }
+        if b.input_limit == 0 && b.output_reserve >= b.context_window {
+            return Err(fail(
+                "budget.output_reserve",
+                format!(
+                    "{} leaves nothing of context_window {}",
+                    b.output_reserve, b.context_window
+                ),
+            ));
+        }
+        let to = policy.summary.summarize_to;
+        if !(to > 0.0 && to <= 1.0) {
+            return Err(fail(
+                "summary.summarize_to",
+                format!("{to} is not in (0, 1]"),
+            ));
+        }
+        let usable = policy.budget().usable;
+        if b.injection_reserve >= usable {
+            return Err(fail(
+                "budget.injection_reserve",
+                format!(
+                    "{} leaves nothing of the usable {usable}",
+                    b.injection_reserve
+                ),
+            ));
+        }
+        Ok(policy)
+    }
+}
+
+/// JSON nulls mean "not given": drop them so the defaults apply.
+fn without_nulls(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, without_nulls(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// The values a string key may take, where it has a fixed set.
+fn allowed_values(key: &str) -> Option<&'static [&'static str]> {
+    match key {
+        "preset" => Some(&Preset::NAMES),
+        "budget.encoding" => Some(&["o200k_base", "cl100k_base", "chars4"]),
+        k if k == "tool_results.mode" || k.ends_with(".mode") => Some(&["age", "count"]),
+        _ => None,
+    }
+}
+
+/// The keys a per-tool table takes, with a value of the type each must have.
+fn tool_rule_schema(defaults: &Table) -> Table {
+    let mut schema = defaults
+        .get("tool_results")
+        .and_then(Value::as_table)
+        .cloned()
+        .unwrap_or_default();
+    schema.insert("never_evict".into(), Value::Boolean(false));
+    schema
+}
+
+/// Checks every key of `layer` against `schema` (the defaults): known, of the
+/// right type, non-negative, and one of the allowed values where there is a set.
+fn check_table(
+    layer: &Table,
+    schema: &Table,
+    prefix: &str,
+    source: &Source,
+) -> Result<(), PolicyError> {
+    let fail = |key: &str, reason: String| PolicyError {
+        key: key.to_string(),
+        reason,
+        origin: source.clone(),
+    };
+    for (name, value) in layer {
+        let key = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        if key == "tool_results.tools" {
+            let Value::Table(tools) = value else {
+                return Err(fail(&key, "must be a table of tool names".into()));
+            };
+            let defaults: Table = DEFAULTS_TOML.parse().expect("valid defaults");
+            let rule = tool_rule_schema(&defaults);
+            for (tool, table) in tools {
+                let tool_key = format!("{key}.{tool}");
+                let Value::Table(table) = table else {
+                    return Err(fail(&tool_key, "must be a table".into()));
+                };
+                check_table(table, &rule, &tool_key, source)?;
+            }
+            continue;
+        }
+        let Some(expected) = schema.get(name) else {
+            return Err(fail(&key, "unknown key".into()));
+        };
+        match (expected, value) {
+            (Value::Table(inner), Value::Table(given)) => check_table(given, inner, &key, source)?,
+            (Value::Integer(_), Value::Integer(n)) if *n < 0 => {
+                return Err(fail(&key, format!("{n} is negative")));
+            }
+            (Value::Integer(_), Value::Integer(_))
+            | (Value::Float(_), Value::Float(_) | Value::Integer(_))
+            | (Value::Boolean(_), Value::Boolean(_)) => {}
+            (Value::String(_), Value::String(s)) => {
+                if let Some(allowed) = allowed_values(&key)
+                    && !allowed.contains(&s.as_str())
+                {
+                    return Err(fail(
+                        &key,
+                        format!("'{s}' is not one of {}", allowed.join(", ")),
+                    ));
+                }
+            }
+            (expected, given) => {
+                return Err(fail(
+                    &key,
+                    format!("expected {}, got {}", type_name(expected), type_name(given)),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::String(_) => "a string",
+        Value::Integer(_) => "a whole number",
+        Value::Float(_) => "a number",
+        Value::Boolean(_) => "true or false",
+        Value::Datetime(_) => "a date",
+        Value::Array(_) => "a list",
+        Value::Table(_) => "a table",
+    }
+}
+
+/// Deep-merges `layer` into `into`, remembering where each leaf came from.
+fn merge(
+    into: &mut Table,
+    layer: Table,
+    prefix: &str,
+    source: &Source,
+    origin: &mut BTreeMap<String, Source>,
+) {
+    for (name, value) in layer {
+        let key = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        match (into.get_mut(&name), value) {
+            (Some(Value::Table(existing)), Value::Table(inner)) => {
+                merge(existing, inner, &key, source, origin)
+            }
+            // A whole number where the default is a fraction (safety_margin = 0).
+            (Some(Value::Float(_)), Value::Integer(n)) => {
+                origin.insert(key, source.clone());
+                into.insert(name, Value::Float(n as f64));
+            }
+            (_, value) => {
+                origin.insert(key, source.clone());
+                into.insert(name, value);
+            }
+        }
+    }
+}
