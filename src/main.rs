@@ -93,6 +93,13 @@ struct PolicyArgs {
 }
 
 fn main() -> ExitCode {
+    // Die quietly when the reader of our output goes away (`ctxlens replay LOG | head`),
+    // as command-line tools do, instead of failing to print.
+    #[cfg(unix)]
+    // SAFETY: restores the default action of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let args = Args::parse();
     let result = match (args.command, args.log) {
         (Some(Command::Check { log, json }), _) => cli::check::run(&log, json),

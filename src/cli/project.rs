@@ -75,11 +75,29 @@ fn print_text(p: &Projection, preset: &str, source: &str) {
     let changed: Vec<_> = p.events.iter().filter(|r| r.reducer.is_some()).collect();
     if !changed.is_empty() {
         println!();
-        println!("not verbatim ({}):", changed.len());
+        println!("not verbatim ({} events):", changed.len());
+        // Neighbours with the same disposition and reason print as one range.
+        let mut runs: Vec<(i64, i64, &crate::engine::Row)> = Vec::new();
         for row in changed {
+            match runs.last_mut() {
+                Some((_, last, first))
+                    if first.status == row.status
+                        && first.reducer == row.reducer
+                        && first.reason == row.reason =>
+                {
+                    *last = row.seq
+                }
+                _ => runs.push((row.seq, row.seq, row)),
+            }
+        }
+        for (from, to, row) in runs {
+            let seqs = if from == to {
+                from.to_string()
+            } else {
+                format!("{from}..{to}")
+            };
             println!(
-                "  seq {:>6}  {:<11} {:<13} {}",
-                row.seq,
+                "  seq {seqs:>11}  {:<11} {:<13} {}",
                 row.status,
                 row.reducer.unwrap_or(""),
                 row.reason.as_deref().unwrap_or("")
