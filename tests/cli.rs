@@ -208,3 +208,207 @@ fn stats_keeps_estimates_and_reported_usage_apart() {
     assert!(text.contains("2 sessions"));
     assert!(text.contains("estimate (o200k_base)") && text.contains("reported by the provider"));
 }
+
+fn json_of(args: &[&str], log: &Path) -> (Option<i32>, Value) {
+    let out = ctxlens().args(args).arg(log).output().unwrap();
+    let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code(), value)
+}
+
+#[test]
+fn project_json_has_the_contracts_fields() {
+    let log = samples().join("forgot-deploy-key.db");
+    let (code, p) = json_of(&["project", "--json", "--call", "44"], &log);
+    assert_eq!(code, Some(0));
+    for field in [
+        "session",
+        "call",
+        "turn",
+        "last_seq",
+        "budget",
+        "total_tokens",
+        "over_budget",
+        "summary_version",
+        "tail_start_seq",
+        "needs_summary",
+        "errors",
+        "context",
+        "events",
+    ] {
+        assert!(p.get(field).is_some(), "missing {field}");
+    }
+    assert_eq!(p["call"], 44);
+    // The recorded policy: a 10,000-token window with 3,000 reserved for output
+    // and 32 for injections, 5% margin.
+    assert_eq!(p["budget"]["usable"], 7000);
+    assert_eq!(p["budget"]["target"], 6619);
+    let statuses = [
+        "verbatim",
+        "stubbed",
+        "truncated",
+        "pinned",
+        "summary",
+        "placeholder",
+        "injected",
+    ];
+    let context = p["context"].as_array().unwrap();
+    for item in context {
+        assert!(
+            statuses.contains(&item["status"].as_str().unwrap()),
+            "{item}"
+        );
+        assert!(item["tokens"].is_u64() && item["text"].is_string() && item["seqs"].is_array());
+    }
+    let total: u64 = context.iter().map(|i| i["tokens"].as_u64().unwrap()).sum();
+    assert_eq!(p["total_tokens"].as_u64(), Some(total));
+    let last_seq = p["last_seq"].as_i64().unwrap();
+    let rows = p["events"].as_array().unwrap();
+    assert_eq!(
+        rows.len() as i64,
+        last_seq,
+        "one row per event up to last_seq"
+    );
+    assert!(rows.iter().all(|r| r["seq"].as_i64().unwrap() <= last_seq));
+    // A summary is in use there: it follows the system prompt and the tail starts after it.
+    assert_eq!(context[1]["kind"], "summary");
+    let summary_seqs = context[1]["seqs"].as_array().unwrap();
+    let last_summarized = summary_seqs.last().unwrap().as_i64().unwrap();
+    assert!(p["tail_start_seq"].as_i64().unwrap() > last_summarized);
+    assert_eq!(context.last().unwrap()["kind"], "injection");
+}
+
+#[test]
+fn project_reports_bad_input_with_exit_2() {
+    let log = samples().join("forgot-deploy-key.db");
+    let out = ctxlens()
+        .args(["project", "--call", "9999"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no model call 9999"));
+
+    let out = ctxlens()
+        .args([
+            "project",
+            "--call",
+            "3",
+            "--set",
+            "tool_results.keep_forever=1",
+        ])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tool_results.keep_forever") && stderr.contains("unknown key"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1);
+
+    let out = ctxlens()
+        .args(["project", "--call", "1", "--session", "nope"])
+        .arg(samples().join("two-sessions.db"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("docs-fix") && stderr.contains("api-review"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_set_changes_the_projection_like_the_same_key_in_a_file() {
+    let dir = TempDir::new().unwrap();
+    let file = dir.path().join("p.toml");
+    std::fs::write(&file, "[tool_results]\nkeep_turns = 0\n").unwrap();
+    let log = samples().join("tool-heavy.db");
+    let (_, by_set) = json_of(
+        &[
+            "project",
+            "--json",
+            "--call",
+            "12",
+            "--set",
+            "tool_results.keep_turns=0",
+        ],
+        &log,
+    );
+    let file_arg = file.to_str().unwrap();
+    let (_, by_file) = json_of(
+        &["project", "--json", "--call", "12", "--policy", file_arg],
+        &log,
+    );
+    let (_, recorded) = json_of(&["project", "--json", "--call", "12"], &log);
+    assert_eq!(by_set["events"], by_file["events"]);
+    assert!(by_set["total_tokens"].as_u64() < recorded["total_tokens"].as_u64());
+}
+
+#[test]
+fn replay_matches_every_call_of_the_good_samples() {
+    for name in ["forgot-deploy-key.db", "tool-heavy.db", "two-sessions.db"] {
+        let (code, r) = json_of(&["replay", "--json"], &samples().join(name));
+        let calls = r["calls"].as_array().unwrap();
+        assert!(!calls.is_empty());
+        assert_eq!(r["matching"].as_u64(), Some(calls.len() as u64), "{name}");
+        assert_eq!(r["diverging"], 0, "{name}");
+        assert_eq!(code, Some(0), "{name}");
+        for c in calls {
+            assert_eq!(c["matches_record"], true);
+            assert_eq!(c["differences"], Value::Array(vec![]));
+            assert!(c["prefix_reused_tokens"].as_u64() <= c["total_tokens"].as_u64());
+        }
+    }
+}
+
+#[test]
+fn replay_under_another_policy_diverges_and_says_where() {
+    let log = samples().join("forgot-deploy-key.db");
+    let (code, r) = json_of(
+        &["replay", "--json", "--set", "tool_results.keep_turns=0"],
+        &log,
+    );
+    assert_eq!(code, Some(1));
+    assert!(r["diverging"].as_u64().unwrap() > 0);
+    let diverging: Vec<&Value> = r["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["matches_record"] == false)
+        .collect();
+    let first = diverging[0]["differences"][0].clone();
+    assert!(
+        first["what"] == "eviction" || first["what"] == "summary_version",
+        "{first}"
+    );
+}
+
+#[test]
+fn project_and_replay_leave_the_log_bytes_unchanged() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("log.db");
+    std::fs::copy(samples().join("forgot-deploy-key.db"), &path).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    ctxlens()
+        .args(["project", "--call", "50"])
+        .arg(&path)
+        .assert()
+        .success();
+    ctxlens()
+        .args(["project", "--json", "--call", "3"])
+        .arg(&path)
+        .assert()
+        .success();
+    ctxlens().args(["replay"]).arg(&path).assert().success();
+    ctxlens()
+        .args(["replay", "--set", "window.max_turns=2"])
+        .arg(&path)
+        .assert()
+        .code(1);
+    assert!(std::fs::read(&path).unwrap() == before);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "no -wal or -shm left beside the log");
+}

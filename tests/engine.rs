@@ -52,8 +52,14 @@ fn count_mode_is_per_tool() {
     let p = project(&b.log, &policy, call);
     let statuses: Vec<&str> = reads.iter().map(|&s| status(&p, s)).collect();
     assert_eq!(statuses, ["stubbed", "stubbed", "verbatim", "verbatim"]);
-    assert_eq!(reason(&p, reads[0]), "3 newer read_file results, keep_last 2");
-    assert_eq!(reason(&p, reads[1]), "2 newer read_file results, keep_last 2");
+    assert_eq!(
+        reason(&p, reads[0]),
+        "3 newer read_file results, keep_last 2"
+    );
+    assert_eq!(
+        reason(&p, reads[1]),
+        "2 newer read_file results, keep_last 2"
+    );
     let statuses: Vec<&str> = greps.iter().map(|&s| status(&p, s)).collect();
     assert_eq!(statuses, ["stubbed", "stubbed", "verbatim"]);
 
@@ -95,11 +101,18 @@ fn never_evict_pairs_are_pinned_right_after_the_summary() {
     let p = project(&b.log, &policy, call);
     assert_eq!(p.summary().map(|s| s.version), Some(1));
     assert_eq!(status(&p, secret), "pinned");
-    assert_eq!(status(&p, secret - 1), "pinned", "the call is pinned with its result");
+    assert_eq!(
+        status(&p, secret - 1),
+        "pinned",
+        "the call is pinned with its result"
+    );
     assert_eq!(status(&p, 2), "summarized");
     let rendered = p.render(&policy);
     let kinds: Vec<&str> = rendered.context.iter().map(|i| i.kind).collect();
-    assert_eq!(&kinds[..4], ["system", "summary", "tool_call", "tool_result"]);
+    assert_eq!(
+        &kinds[..4],
+        ["system", "summary", "tool_call", "tool_result"]
+    );
     assert_eq!(rendered.context[3].text, "vault://ops/deploy-key");
     assert_eq!(rendered.context[3].status, "pinned");
     assert!(!p.over_budget, "{:?}", p.errors);
@@ -121,9 +134,16 @@ fn the_window_drops_whole_old_turns_and_keeps_pairs_and_system_events() {
     assert_eq!(status(&p, 1), "verbatim", "system events stay");
     assert_eq!(status(&p, 2), "dropped");
     assert_eq!(status(&p, 3), "dropped");
-    assert_eq!(status(&p, late), "dropped", "dropping a call drops its result");
+    assert_eq!(
+        status(&p, late),
+        "dropped",
+        "dropping a call drops its result"
+    );
     assert_eq!(reason(&p, late), "goes with its pair, seq 3");
-    assert_eq!(reason(&p, 2), "turn 0 is outside the newest 2 turns (max_turns)");
+    assert_eq!(
+        reason(&p, 2),
+        "turn 0 is outside the newest 2 turns (max_turns)"
+    );
     assert_eq!(status(&p, 4), "verbatim");
 
     let policy = ctxlens::policy::PolicyBuilder::new()
@@ -132,7 +152,11 @@ fn the_window_drops_whole_old_turns_and_keeps_pairs_and_system_events() {
         .and_then(|b| b.build())
         .unwrap();
     let p = project(&b.log, &policy, call);
-    assert_eq!(status(&p, late + 1), "verbatim", "the call's own turn always stays");
+    assert_eq!(
+        status(&p, late + 1),
+        "verbatim",
+        "the call's own turn always stays"
+    );
     assert_eq!(status(&p, 2), "dropped");
 }
 
@@ -146,7 +170,11 @@ fn an_injection_over_its_reserve_is_an_error_on_that_call() {
     let policy = policy(&["budget.injection_reserve=4"]);
     let p = project(&b.log, &policy, call);
     assert!(p.over_budget);
-    let error = p.errors.iter().find(|e| e.kind == "injection_over_reserve").unwrap();
+    let error = p
+        .errors
+        .iter()
+        .find(|e| e.kind == "injection_over_reserve")
+        .unwrap();
     assert!(error.message.contains("'date'") && error.message.contains("injection_reserve 4"));
     let rendered = p.render(&policy);
     let last = rendered.context.last().unwrap();
@@ -168,7 +196,11 @@ fn growing() -> LogBuilder {
 }
 
 fn small() -> ctxlens::policy::Policy {
-    policy(&["budget.context_window=700", "budget.output_reserve=100", "budget.safety_margin=0"])
+    policy(&[
+        "budget.context_window=700",
+        "budget.output_reserve=100",
+        "budget.safety_margin=0",
+    ])
 }
 
 #[test]
@@ -178,9 +210,17 @@ fn with_no_recorded_summary_a_placeholder_names_the_span_needed() {
     let call = b.call();
     let p = project(&b.log, &small(), call);
     let span = p.needs_summary.expect("a summary is needed");
-    assert_eq!(span.from_seq, 2, "prefix-ward: from the first dialogue event");
+    assert_eq!(
+        span.from_seq, 2,
+        "prefix-ward: from the first dialogue event"
+    );
     assert!(p.summary().is_none());
-    assert!(p.total_tokens <= p.budget.target, "{} > {}", p.total_tokens, p.budget.target);
+    assert!(
+        p.total_tokens <= p.budget.target,
+        "{} > {}",
+        p.total_tokens,
+        p.budget.target
+    );
     let rendered = p.render(&small());
     assert_eq!(rendered.context[1].kind, "placeholder");
     assert!(rendered.context[1].text.contains("summary needed"));
@@ -263,5 +303,10 @@ fn every_event_up_to_last_seq_gets_exactly_one_row() {
     let seqs: Vec<i64> = rendered.events.iter().map(|r| r.seq).collect();
     let expected: Vec<i64> = (1..=b.log.calls[0].last_seq).collect();
     assert_eq!(seqs, expected);
-    assert!(rendered.events.iter().all(|r| r.status != Status::Dropped.as_str() || r.reason.is_some()));
+    assert!(
+        rendered
+            .events
+            .iter()
+            .all(|r| r.status != Status::Dropped.as_str() || r.reason.is_some())
+    );
 }

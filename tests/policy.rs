@@ -9,7 +9,12 @@ fn the_defaults_are_the_contracts_numbers() {
     assert_eq!(p.preset, Preset::Pipeline);
     let b = &p.budget;
     assert_eq!(
-        (b.context_window, b.output_reserve, b.input_limit, b.injection_reserve),
+        (
+            b.context_window,
+            b.output_reserve,
+            b.input_limit,
+            b.injection_reserve
+        ),
         (200_000, 32_000, 0, 0)
     );
     assert_eq!(b.safety_margin, 0.05);
@@ -38,7 +43,10 @@ fn every_key_of_the_shipped_file_is_documented_in_it() {
         }
     }
     for key in keys {
-        assert!(comments.contains(&key), "{key} has no comment in assets/policy.toml");
+        assert!(
+            comments.contains(&key),
+            "{key} has no comment in assets/policy.toml"
+        );
     }
 }
 
@@ -54,7 +62,10 @@ fn layers_apply_in_order_file_then_sets() {
     assert_eq!(p.tool_results.keep_turns, 1);
     assert_eq!(p.budget.safety_margin, 0.0);
     let read = p.tool_results.rule_for(Some("read_file"));
-    assert_eq!((read.mode, read.keep_last, read.keep_turns), (Mode::Count, 2, 1));
+    assert_eq!(
+        (read.mode, read.keep_last, read.keep_turns),
+        (Mode::Count, 2, 1)
+    );
     let other = p.tool_results.rule_for(Some("grep"));
     assert_eq!(other.mode, Mode::Age);
 }
@@ -62,7 +73,10 @@ fn layers_apply_in_order_file_then_sets() {
 #[test]
 fn a_recorded_policy_fills_missing_keys_with_defaults_and_round_trips() {
     let p = PolicyBuilder::new()
-        .recorded(7, r#"{"tool_results":{"keep_turns":1},"budget":{"context_window":50000}}"#)
+        .recorded(
+            7,
+            r#"{"tool_results":{"keep_turns":1},"budget":{"context_window":50000}}"#,
+        )
         .and_then(|b| b.build())
         .unwrap();
     assert_eq!(p.tool_results.keep_turns, 1);
@@ -75,7 +89,9 @@ fn a_recorded_policy_fills_missing_keys_with_defaults_and_round_trips() {
     assert_eq!(again, p);
 }
 
-fn error(build: impl FnOnce() -> Result<Policy, ctxlens::policy::PolicyError>) -> (String, Source, String) {
+fn error(
+    build: impl FnOnce() -> Result<Policy, ctxlens::policy::PolicyError>,
+) -> (String, Source, String) {
     let e = build().unwrap_err();
     let text = e.to_string();
     (e.key, e.origin, text)
@@ -83,10 +99,17 @@ fn error(build: impl FnOnce() -> Result<Policy, ctxlens::policy::PolicyError>) -
 
 #[test]
 fn bad_keys_and_values_are_errors_naming_the_key_and_where_it_came_from() {
-    let (key, origin, text) = error(|| PolicyBuilder::new().set("tool_results.keep_turn=2")?.build());
+    let (key, origin, text) = error(|| {
+        PolicyBuilder::new()
+            .set("tool_results.keep_turn=2")?
+            .build()
+    });
     assert_eq!(key, "tool_results.keep_turn");
     assert_eq!(origin, Source::Set("tool_results.keep_turn=2".into()));
-    assert!(text.contains("unknown key") && text.contains("--set tool_results.keep_turn=2"), "{text}");
+    assert!(
+        text.contains("unknown key") && text.contains("--set tool_results.keep_turn=2"),
+        "{text}"
+    );
 
     let (key, _, text) = error(|| {
         PolicyBuilder::new()
@@ -94,18 +117,38 @@ fn bad_keys_and_values_are_errors_naming_the_key_and_where_it_came_from() {
             .build()
     });
     assert_eq!(key, "budget.context_window");
-    assert!(text.contains("policy file p.toml") && text.contains("expected a whole number"), "{text}");
+    assert!(
+        text.contains("policy file p.toml") && text.contains("expected a whole number"),
+        "{text}"
+    );
 
-    let (key, _, text) = error(|| PolicyBuilder::new().set("tool_results.mode=forever")?.build());
+    let (key, _, text) = error(|| {
+        PolicyBuilder::new()
+            .set("tool_results.mode=forever")?
+            .build()
+    });
     assert_eq!(key, "tool_results.mode");
-    assert!(text.contains("'forever' is not one of age, count"), "{text}");
+    assert!(
+        text.contains("'forever' is not one of age, count"),
+        "{text}"
+    );
 
     let (key, _, text) = error(|| PolicyBuilder::new().set("window.max_turns=-1")?.build());
     assert_eq!(key, "window.max_turns");
     assert!(text.contains("negative"), "{text}");
 
-    let (key, origin, text) = error(|| PolicyBuilder::new().set("budget.safety_margin=1.5")?.build());
-    assert_eq!((key.as_str(), origin), ("budget.safety_margin", Source::Set("budget.safety_margin=1.5".into())));
+    let (key, origin, text) = error(|| {
+        PolicyBuilder::new()
+            .set("budget.safety_margin=1.5")?
+            .build()
+    });
+    assert_eq!(
+        (key.as_str(), origin),
+        (
+            "budget.safety_margin",
+            Source::Set("budget.safety_margin=1.5".into())
+        )
+    );
     assert!(text.contains("not in [0, 1)"), "{text}");
 
     let (key, origin, _) = error(|| {
@@ -113,7 +156,10 @@ fn bad_keys_and_values_are_errors_naming_the_key_and_where_it_came_from() {
             .recorded(3, r#"{"budget":{"output_reserve":300000}}"#)?
             .build()
     });
-    assert_eq!((key.as_str(), origin), ("budget.output_reserve", Source::Recorded(3)));
+    assert_eq!(
+        (key.as_str(), origin),
+        ("budget.output_reserve", Source::Recorded(3))
+    );
 
     let (key, _, _) = error(|| {
         PolicyBuilder::new()

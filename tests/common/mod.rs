@@ -107,12 +107,19 @@ impl LogBuilder {
 }
 
 pub fn ts(seconds: i64) -> String {
-    format!("2026-01-01T{:02}:{:02}:{:02}Z", seconds / 3600, seconds / 60 % 60, seconds % 60)
+    format!(
+        "2026-01-01T{:02}:{:02}:{:02}Z",
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60
+    )
 }
 
 /// The defaults with these `KEY=VALUE`s, counting tokens as chars4.
 pub fn policy(sets: &[&str]) -> Policy {
-    let mut b = PolicyBuilder::new().set("budget.encoding=\"chars4\"").unwrap();
+    let mut b = PolicyBuilder::new()
+        .set("budget.encoding=\"chars4\"")
+        .unwrap();
     for set in sets {
         b = b.set(set).unwrap();
     }
@@ -120,7 +127,11 @@ pub fn policy(sets: &[&str]) -> Policy {
 }
 
 pub fn counts(log: &SessionLog, policy: &Policy) -> Arc<Counts> {
-    Arc::new(Counts::new(log, policy.budget.encoding, &mut TokenCache::new()))
+    Arc::new(Counts::new(
+        log,
+        policy.budget.encoding,
+        &mut TokenCache::new(),
+    ))
 }
 
 /// Projects every call in order with the state carried, as replay does.
