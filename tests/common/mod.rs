@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ctxlens::engine::{self, Counts, Projected, SummaryState};
 use ctxlens::model::{Event, Kind, ModelCall, Session, SessionLog, Summary};
 use ctxlens::policy::{Policy, PolicyBuilder};
-use ctxlens::tokens::{Encoding, TokenCache};
+use ctxlens::tokens::TokenCache;
 
 /// Builds a session event by event; turns advance at each user message.
 pub struct LogBuilder {
