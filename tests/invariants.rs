@@ -188,8 +188,7 @@ fn check_call(p: &Projected) -> Result<(), TestCaseError> {
             .events
             .iter()
             .take(p.slots.len())
-            .filter(|e| e.turn < p.call.turn)
-            .next_back()
+            .rfind(|e| e.turn < p.call.turn)
             .map(|e| e.seq);
         let tried_all = p.needs_summary.map(|s| s.to_seq) == before_turn;
         prop_assert!(
