@@ -1,27 +1,15 @@
-//! Loading a large log and counting its tokens (issue: the event log).
-//!
-//! The 100k-event log (~200 MB of text) is generated once into
-//! target/ctxlens-bench/ and reused.
+//! Loading a large log and counting its tokens.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ctxlens::log::Store;
 use ctxlens::tokens::{Encoding, TokenCache};
 
-/// The generated log: 100k events, tool results of about 6.5 KB.
-pub fn big_log() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/ctxlens-bench");
-    let path = dir.join("synthetic-100k.db");
-    if !path.exists() {
-        std::fs::create_dir_all(&dir).unwrap();
-        let partial = dir.join("synthetic-100k.db.partial");
-        let _ = std::fs::remove_file(&partial);
-        ctxlens::sample::write_synthetic(&partial, 100_000, 6_500).unwrap();
-        std::fs::rename(&partial, &path).unwrap();
-    }
-    path
+mod support;
+
+fn big_log() -> std::path::PathBuf {
+    support::synthetic(100_000)
 }
 
 fn text_bytes(log: &ctxlens::model::Log) -> u64 {

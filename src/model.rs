@@ -210,6 +210,8 @@ pub struct SessionLog {
     /// lookups by seq then scan instead of searching.
     in_seq_order: bool,
     pairs: HashMap<String, Pair>,
+    /// The other half of each event's pair, parallel to `events`.
+    partners: Vec<Option<u32>>,
 }
 
 impl SessionLog {
@@ -247,19 +249,29 @@ impl SessionLog {
                 None
             }
         };
+        let mut partner = None;
         if let (Some(call_id), Kind::ToolCall | Kind::ToolResult) = (&event.call_id, event.kind) {
             let pair = self.pairs.entry(call_id.clone()).or_default();
-            let slot = if event.kind == Kind::ToolCall {
-                &mut pair.call
-            } else {
-                &mut pair.result
-            };
-            slot.get_or_insert(ix);
+            match event.kind {
+                Kind::ToolCall => {
+                    pair.call.get_or_insert(ix);
+                }
+                _ if pair.result.is_none() => {
+                    pair.result = Some(ix);
+                    // The call learns its partner now that the result has arrived.
+                    if let Some(call) = pair.call {
+                        self.partners[call] = Some(ix as u32);
+                        partner = Some(call as u32);
+                    }
+                }
+                _ => {}
+            }
         }
         if self.events.last().is_some_and(|last| last.seq >= event.seq) {
             self.in_seq_order = false;
         }
         self.steps.push(step);
+        self.partners.push(partner);
         self.events.push(event);
     }
 
@@ -294,13 +306,7 @@ impl SessionLog {
 
     /// The other half of the pair the event at `ix` belongs to.
     pub fn partner_of(&self, ix: usize) -> Option<usize> {
-        let event = &self.events[ix];
-        let pair = self.pair(event.call_id.as_deref()?);
-        match event.kind {
-            Kind::ToolCall => pair.result,
-            Kind::ToolResult => pair.call,
-            _ => None,
-        }
+        self.partners.get(ix).copied().flatten().map(|p| p as usize)
     }
 
     /// The number of turns (the highest turn number plus one).

@@ -1094,10 +1094,17 @@ fn tool_edit(file: &str, seed: u64) -> ToolUse {
     }
 }
 
-/// Writes a large synthetic log for benchmarks: `turns` turns of one session,
-/// each a user message and steps of reasoning, a tool call and a result of
-/// about `result_bytes`, with a model call recorded before every step.
-pub fn write_synthetic(path: &Path, events: usize, result_bytes: usize) -> Result<(), LogError> {
+/// Writes a large synthetic log for benchmarks: one session of `events` events
+/// in turns of a user message, steps of reasoning, a read_file call and a
+/// result of about `result_bytes`, and an answer; `calls` model calls spread
+/// evenly over the steps; and a summary of all but the last few turns every
+/// 500 turns, as a host that compacts would write them.
+pub fn write_synthetic(
+    path: &Path,
+    events: usize,
+    result_bytes: usize,
+    calls: usize,
+) -> Result<(), LogError> {
     let mut writer = Writer::create(path)?;
     let id = "synthetic";
     writer.add_session(&Session {
@@ -1107,15 +1114,14 @@ pub fn write_synthetic(path: &Path, events: usize, result_bytes: usize) -> Resul
         meta: Some(json!({"model": "bench", "context_window": 200000}).to_string()),
     })?;
     let mut rng = Lcg(7);
-    let mut batch: Vec<Event> = Vec::new();
     let mut turn = 0;
-    let push = |batch: &mut Vec<Event>,
-                turn: i64,
-                kind: Kind,
-                call_id: Option<String>,
-                content: String| {
-        let seq = writer_seq(batch) + 1;
-        batch.push(Event {
+    let mut seq = 0;
+    let mut steps: Vec<(i64, i64)> = Vec::new();
+    let mut turn_ends: Vec<i64> = Vec::new();
+    let mut summaries = 0;
+    let mut event = |turn: i64, kind: Kind, call_id: Option<String>, content: String| {
+        seq += 1;
+        Event {
             seq,
             session_id: id.to_string(),
             turn,
@@ -1125,73 +1131,59 @@ pub fn write_synthetic(path: &Path, events: usize, result_bytes: usize) -> Resul
             call_id,
             content,
             meta: None,
-        });
-        seq
+        }
     };
-    push(&mut batch, 0, Kind::System, None, SYSTEM_PROMPT.to_string());
-    writer.append(&batch)?;
-    while writer_seq(&batch) < events as i64 {
-        if writer_seq(&batch) > 1 {
+    writer.append(&[event(0, Kind::System, None, SYSTEM_PROMPT.to_string())])?;
+    while (writer.last_seq() as usize) < events {
+        if writer.last_seq() > 1 {
             turn += 1;
         }
-        let first = batch.len();
-        let mut calls = vec![push(
-            &mut batch,
-            turn,
-            Kind::User,
-            None,
-            filler(rng.next(), 2),
-        )];
+        let mut batch = vec![event(turn, Kind::User, None, filler(rng.next(), 2))];
         for _ in 0..(2 + rng.next() % 3) {
-            let call_id = format!("c{}", writer_seq(&batch));
-            push(
-                &mut batch,
-                turn,
-                Kind::Reasoning,
-                None,
-                filler(rng.next(), 2),
-            );
+            steps.push((turn, batch.last().map_or(0, |e| e.seq)));
+            batch.push(event(turn, Kind::Reasoning, None, filler(rng.next(), 2)));
+            let call_id = format!("c{}", batch.last().map_or(0, |e| e.seq));
             let arguments = json!({"path": "src/lib.rs"}).to_string();
-            push(
-                &mut batch,
+            batch.push(event(
                 turn,
                 Kind::ToolCall,
                 Some(call_id.clone()),
                 arguments,
-            );
-            let body = tool_read("src/lib.rs", rng.next(), result_bytes / 40).result;
-            calls.push(push(
-                &mut batch,
-                turn,
-                Kind::ToolResult,
-                Some(call_id),
-                body,
             ));
+            let body = tool_read("src/lib.rs", rng.next(), result_bytes / 40).result;
+            batch.push(event(turn, Kind::ToolResult, Some(call_id), body));
         }
-        push(
-            &mut batch,
-            turn,
-            Kind::Assistant,
-            None,
-            filler(rng.next(), 3),
-        );
-        writer.append(&batch[first..])?;
-        for last_seq in calls {
-            writer.record_call(&ModelCall {
+        steps.push((turn, batch.last().map_or(0, |e| e.seq)));
+        batch.push(event(turn, Kind::Assistant, None, filler(rng.next(), 3)));
+        writer.append(&batch)?;
+        turn_ends.push(writer.last_seq());
+        if turn > 0 && turn % 500 == 0 {
+            summaries += 1;
+            let to_seq = turn_ends[turn_ends.len() - 4];
+            writer.add_summary(&Summary {
                 session_id: id.to_string(),
-                turn,
-                last_seq,
-                ts: timestamp(last_seq),
-                ..ModelCall::default()
+                version: summaries,
+                from_seq: 2,
+                to_seq,
+                content: format!(
+                    "Summary v{summaries} of turns 0..{}. {}",
+                    turn - 3,
+                    filler(rng.next(), 6)
+                ),
+                created_at: timestamp(writer.last_seq()),
+                ..Summary::default()
             })?;
         }
-        // Only the last event is needed to know the next seq.
-        batch.drain(..batch.len() - 1);
+    }
+    let stride = steps.len().div_ceil(calls.max(1)).max(1);
+    for &(turn, last_seq) in steps.iter().step_by(stride) {
+        writer.record_call(&ModelCall {
+            session_id: id.to_string(),
+            turn,
+            last_seq,
+            ts: timestamp(last_seq),
+            ..ModelCall::default()
+        })?;
     }
     writer.finish()
-}
-
-/// The seq of the newest event in a batch being built (0 before the first).
-fn writer_seq(batch: &[Event]) -> i64 {
-    batch.last().map_or(0, |e| e.seq)
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use ctxlens::engine::{ItemRef, Projected, Stand, Status};
+use ctxlens::engine::{self, ItemRef, Projected, Stand, Status};
 use ctxlens::model::Kind;
 use proptest::prelude::*;
 
@@ -231,6 +231,16 @@ proptest! {
             let a = serde_json::to_string(&a.render(&policy)).unwrap();
             let b2 = serde_json::to_string(&b2.render(&policy)).unwrap();
             prop_assert_eq!(a, b2);
+        }
+        // One call on its own (as `project --call` does) is the call in a replay.
+        let counts = counts(&b.log, &policy);
+        for p in &all {
+            let mut state = engine::state_before(&b.log, p.call, |_| Some((policy.clone(), counts.clone())));
+            let alone = engine::project(&b.log, p.call, &policy, &counts, &mut state).unwrap();
+            prop_assert_eq!(
+                serde_json::to_string(&alone.render(&policy)).unwrap(),
+                serde_json::to_string(&p.render(&policy)).unwrap()
+            );
         }
         // 6. The split point holds still while the summary version does (a sliding
         // window, when on, moves the tail's start by design).

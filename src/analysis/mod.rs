@@ -42,15 +42,18 @@ impl PolicyChoice {
     }
 }
 
-/// Token counts per (session, encoding), counted once.
+/// What projecting many calls would otherwise redo: token counts per
+/// (session, encoding), and the policy built from each distinct recorded text.
 #[derive(Default)]
-pub struct CountsCache {
+pub struct ProjectionCache {
     tokens: TokenCache,
     counts: HashMap<(String, Encoding), Arc<Counts>>,
+    /// By the recorded policy's text (empty when the choice ignores it).
+    policies: HashMap<String, Policy>,
 }
 
-impl CountsCache {
-    pub fn get(&mut self, session: &SessionLog, encoding: Encoding) -> Arc<Counts> {
+impl ProjectionCache {
+    pub fn counts(&mut self, session: &SessionLog, encoding: Encoding) -> Arc<Counts> {
         let key = (session.id().to_string(), encoding);
         if let Some(counts) = self.counts.get(&key) {
             return Arc::clone(counts);
@@ -58,6 +61,24 @@ impl CountsCache {
         let counts = Arc::new(Counts::new(session, encoding, &mut self.tokens));
         self.counts.insert(key, Arc::clone(&counts));
         counts
+    }
+
+    /// The policy `choice` gives `call`, built once per distinct recorded policy.
+    pub fn policy(
+        &mut self,
+        choice: &PolicyChoice,
+        call: &ModelCall,
+    ) -> Result<Policy, PolicyError> {
+        let key = match (&choice.file, &call.policy) {
+            (None, Some(text)) => text.as_str(),
+            _ => "",
+        };
+        if let Some(policy) = self.policies.get(key) {
+            return Ok(policy.clone());
+        }
+        let policy = choice.for_call(call)?;
+        self.policies.insert(key.to_string(), policy.clone());
+        Ok(policy)
     }
 }
 
@@ -67,16 +88,16 @@ pub fn project_call<'a>(
     session: &'a SessionLog,
     call: &'a ModelCall,
     choice: &PolicyChoice,
-    cache: &mut CountsCache,
+    cache: &mut ProjectionCache,
 ) -> anyhow::Result<(Policy, Projected<'a>)> {
-    let policy = choice.for_call(call)?;
+    let policy = cache.policy(choice, call)?;
     let policy_of = |c: &ModelCall| {
-        let policy = choice.for_call(c).ok()?;
-        let counts = cache.get(session, policy.budget.encoding);
+        let policy = cache.policy(choice, c).ok()?;
+        let counts = cache.counts(session, policy.budget.encoding);
         Some((policy, counts))
     };
     let mut state: SummaryState = engine::state_before(session, call, policy_of);
-    let counts = cache.get(session, policy.budget.encoding);
+    let counts = cache.counts(session, policy.budget.encoding);
     let projected = engine::project(session, call, &policy, &counts, &mut state)
         .map_err(|e| anyhow::anyhow!("model call {}: {e}", call.id))?;
     Ok((policy, projected))

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use super::{CountsCache, PolicyChoice};
+use super::{PolicyChoice, ProjectionCache};
 use crate::engine::{self, ItemRef, Projected, SummaryState};
 use crate::model::{Log, ModelCall, SessionLog};
 
@@ -54,16 +54,21 @@ pub struct Replay {
     pub estimate_error: Option<f64>,
 }
 
-/// Replays every call of `sessions` (all of the log's when empty).
-pub fn replay(log: &Log, only: Option<&str>, choice: &PolicyChoice) -> Replay {
-    let mut cache = CountsCache::default();
+/// Replays every call of the session `only` names, or of every session.
+/// Token counts come from `cache` and stay in it for the next replay.
+pub fn replay(
+    log: &Log,
+    only: Option<&str>,
+    choice: &PolicyChoice,
+    cache: &mut ProjectionCache,
+) -> Replay {
     let mut calls = Vec::new();
     for session in log
         .sessions
         .iter()
         .filter(|s| only.is_none_or(|id| s.id() == id))
     {
-        replay_session(session, choice, &mut cache, &mut calls);
+        replay_session(session, choice, cache, &mut calls);
     }
     calls.sort_by_key(|c| c.call);
     let matching = calls.iter().filter(|c| c.matches_record).count();
@@ -80,7 +85,7 @@ pub fn replay(log: &Log, only: Option<&str>, choice: &PolicyChoice) -> Replay {
 fn replay_session(
     session: &SessionLog,
     choice: &PolicyChoice,
-    cache: &mut CountsCache,
+    cache: &mut ProjectionCache,
     out: &mut Vec<CallReplay>,
 ) {
     let mut ordered: Vec<&ModelCall> = session.calls.iter().collect();
@@ -88,11 +93,11 @@ fn replay_session(
     let mut state = SummaryState::default();
     let mut previous: Vec<ItemRef> = Vec::new();
     for call in ordered {
-        let projected = choice
-            .for_call(call)
+        let projected = cache
+            .policy(choice, call)
             .map_err(|e| e.to_string())
             .and_then(|policy| {
-                let counts = cache.get(session, policy.budget.encoding);
+                let counts = cache.counts(session, policy.budget.encoding);
                 engine::project(session, call, &policy, &counts, &mut state)
             });
         let replayed = match projected {

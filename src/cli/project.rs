@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::{Outcome, load, print_json, thousands};
-use crate::analysis::{CountsCache, PolicyChoice, project_call};
+use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::engine::Projection;
 
 pub fn run(
@@ -32,7 +32,7 @@ pub fn run(
         };
         anyhow::bail!("{}: no model call {call_id}; {range}", path.display());
     };
-    let mut cache = CountsCache::default();
+    let mut cache = ProjectionCache::default();
     let (policy, projected) = project_call(session, call, choice, &mut cache)?;
     let projection = projected.render(&policy);
     if as_json {

@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use super::{Outcome, load, print_json, thousands};
-use crate::analysis::PolicyChoice;
 use crate::analysis::replay::{Difference, replay};
+use crate::analysis::{PolicyChoice, ProjectionCache};
 
 pub fn run(
     path: &Path,
@@ -16,7 +16,7 @@ pub fn run(
     if let Some(id) = session {
         log.pick_session(Some(id)).map_err(anyhow::Error::msg)?;
     }
-    let report = replay(&log, session, choice);
+    let report = replay(&log, session, choice, &mut ProjectionCache::default());
     if as_json {
         print_json(&report)?;
     } else {

@@ -183,26 +183,33 @@ pub fn project<'a>(
     Ok(reducers::layout(context, budget))
 }
 
-/// The state before `call`: earlier calls of its session projected in id order.
-/// Calls that no summary could apply to leave the state as it is, so they are skipped.
+/// The state before `call`, from the session's earlier calls in id order.
+/// It only ever goes from "no summary in use" to "in use", at the first call
+/// that is over its target with a summary it could use; so the earlier calls
+/// are projected only until that one is found.
 pub fn state_before<F>(session: &SessionLog, call: &ModelCall, mut policy_of: F) -> SummaryState
 where
     F: FnMut(&ModelCall) -> Option<(Policy, Arc<Counts>)>,
 {
-    let mut state = SummaryState::default();
     let mut earlier: Vec<&ModelCall> = session.calls.iter().filter(|c| c.id < call.id).collect();
     earlier.sort_by_key(|c| c.id);
     for previous in earlier {
-        let any_applicable = session
+        let could_use = session
             .summaries
             .iter()
             .any(|s| reducers::applicable(s, previous));
-        if state.in_use.is_none() && !any_applicable {
+        if !could_use {
             continue;
         }
-        if let Some((policy, counts)) = policy_of(previous) {
-            let _ = project(session, previous, &policy, &counts, &mut state);
+        let Some((policy, counts)) = policy_of(previous) else {
+            continue;
+        };
+        let mut state = SummaryState::default();
+        if project(session, previous, &policy, &counts, &mut state).is_ok()
+            && state.in_use.is_some()
+        {
+            return state;
         }
     }
-    state
+    SummaryState::default()
 }

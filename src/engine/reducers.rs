@@ -6,7 +6,7 @@
 use super::context::{Context, Why};
 use super::{CallError, ItemRef, Projected, ReducerName, Span, Stand, Status};
 use crate::model::{Kind, ModelCall, SessionLog, Summary};
-use crate::policy::{self, Budget, Mode};
+use crate::policy::{self, Budget, Mode, Retention};
 
 /// One stage of the pipeline. `State` carries from one model call to the next.
 pub trait Reducer {
@@ -27,25 +27,27 @@ impl Reducer for ToolResults<'_> {
 
     fn reduce<'a>(&self, mut ctx: Context<'a>, _: &Budget, (): ()) -> (Context<'a>, ()) {
         let call_turn = ctx.call.turn;
-        // Newer results seen so far per tool, walking newest first (count mode).
-        let mut newer: Vec<(&str, u64)> = Vec::new();
+        // Per tool: its rule, its stub's tokens, and how many of its results
+        // are newer than the one at hand (walking newest first, for count mode).
+        let mut tools: Vec<(&str, Retention, u64, u64)> = Vec::new();
         for ix in (0..ctx.events.len()).rev() {
             let event = &ctx.events[ix];
             if event.kind != Kind::ToolResult {
                 continue;
             }
-            let tool = event.tool_name.as_deref();
-            let rule = self.0.rule_for(tool);
-            let name = tool.unwrap_or("");
-            let seen = match newer.iter_mut().find(|(t, _)| *t == name) {
-                Some((_, n)) => n,
+            let name = event.tool_name.as_deref().unwrap_or("");
+            let at = match tools.iter().position(|t| t.0 == name) {
+                Some(at) => at,
                 None => {
-                    newer.push((name, 0));
-                    &mut newer.last_mut().expect("just pushed").1
+                    let rule = self.0.rule_for(event.tool_name.as_deref());
+                    let stub_tokens = ctx.counts.text(rule.stub);
+                    tools.push((name, rule, stub_tokens, 0));
+                    tools.len() - 1
                 }
             };
-            let count_before = *seen;
-            *seen += 1;
+            let (_, rule, stub_tokens, newer) = &mut tools[at];
+            let count_before = *newer;
+            *newer += 1;
             if rule.never_evict {
                 // Marked, so the summary reducer pins the pair.
                 ctx.slots[ix].why = Why::NeverEvict;
@@ -65,7 +67,7 @@ impl Reducer for ToolResults<'_> {
                 }),
             };
             if let Some(why) = why {
-                let tokens = ctx.counts.text(rule.stub);
+                let tokens = *stub_tokens;
                 ctx.set(ix, Status::Stubbed, ReducerName::ToolResults, why, tokens);
             }
         }
@@ -177,32 +179,53 @@ impl Reducer for SummaryReducer<'_> {
         // then on the newest applicable one is, so the split point moves only when
         // a new version is recorded (CONTRACT.md §6.6).
         let in_use = state.in_use.is_some() && self.0.use_recorded;
-        let chosen = newest
-            .filter(|_| in_use || ctx.event_tokens() > budget.target)
-            .map(|ix| (ix, apply_summary(ctx.clone(), ix)));
-        let state = SummaryState {
-            in_use: chosen
-                .as_ref()
-                .map(|(ix, _)| summaries[*ix].id)
-                .or(state.in_use),
-        };
-        let result = match chosen {
-            Some((ix, applied)) => {
-                let tokens = summary_tokens(&applied, ix);
-                (applied, tokens)
+        let over = ctx.event_tokens() > budget.target;
+        let Some(ix) = newest.filter(|_| in_use || over) else {
+            if !over {
+                return (ctx, state);
             }
-            None => (ctx.clone(), 0),
+            // Over, and nothing recorded to use: say which span needs a summary.
+            let ctx = placeholder(&ctx, budget, self.0.summarize_to).unwrap_or(ctx);
+            return (ctx, state);
         };
-        if result.0.event_tokens() + result.1 <= budget.target {
-            return (result.0, state);
+        let state = SummaryState {
+            in_use: Some(summaries[ix].id),
+        };
+        let span = Span {
+            from_seq: summaries[ix].from_seq,
+            to_seq: summaries[ix].to_seq,
+        };
+        // Healing pairs after covering only takes out more, so this bound is safe.
+        let after = ctx.event_tokens() - removable_in(&ctx, span) + summary_tokens(&ctx, ix);
+        if after <= budget.target {
+            return (apply_summary(ctx, ix), state);
         }
         // Still over: a summary of a longer span is needed; a placeholder stands in
-        // for it (superseding any recorded one, which covers less).
+        // for it, superseding the recorded one, which covers less.
         match placeholder(&ctx, budget, self.0.summarize_to) {
             Some(with_placeholder) => (with_placeholder, state),
-            None => (result.0, state),
+            None => (apply_summary(ctx, ix), state),
         }
     }
+}
+
+/// Tokens of the sent dialogue events in `span` that a summary would take out.
+fn removable_in(ctx: &Context, span: Span) -> u64 {
+    let first = ctx.first_dialogue();
+    let start = ctx
+        .events
+        .partition_point(|e| e.seq < span.from_seq)
+        .max(first);
+    let end = ctx.events.partition_point(|e| e.seq <= span.to_seq);
+    (start..end.max(start))
+        .filter(|&ix| !is_pinnable(ctx, ix))
+        .map(|ix| ctx.slots[ix].tokens)
+        .sum()
+}
+
+/// A never_evict tool result, or the call it answers: kept when its span is summarized.
+fn is_pinnable(ctx: &Context, ix: usize) -> bool {
+    ctx.slots[ix].why == Why::NeverEvict || is_pinned_tool(ctx, ix)
 }
 
 fn summary_tokens(ctx: &Context, ix: usize) -> u64 {
@@ -237,7 +260,7 @@ fn cover(ctx: &mut Context, span: Span, why: Why) {
         if !ctx.slots[ix].status.is_sent() {
             continue;
         }
-        if ctx.slots[ix].why == Why::NeverEvict || is_pinned_tool(ctx, ix) {
+        if is_pinnable(ctx, ix) {
             let tokens = u64::from(ctx.counts.events[ix]);
             ctx.set(
                 ix,
@@ -286,7 +309,7 @@ fn placeholder<'a>(ctx: &Context<'a>, budget: &Budget, summarize_to: f64) -> Opt
     let mut removed = Vec::with_capacity(ctx.events.len());
     let mut sum = 0;
     for ix in 0..ctx.events.len() {
-        if ix >= first && !(ctx.slots[ix].why == Why::NeverEvict || is_pinned_tool(ctx, ix)) {
+        if ix >= first && !is_pinnable(ctx, ix) {
             sum += ctx.slots[ix].tokens;
         }
         removed.push(sum);

@@ -228,11 +228,8 @@ impl Default for PolicyBuilder {
 
 impl PolicyBuilder {
     pub fn new() -> PolicyBuilder {
-        let merged: Table = DEFAULTS_TOML
-            .parse()
-            .expect("assets/policy.toml is valid TOML");
         PolicyBuilder {
-            merged,
+            merged: defaults().clone(),
             origin: BTreeMap::new(),
         }
     }
@@ -298,8 +295,7 @@ impl PolicyBuilder {
     }
 
     fn layer(mut self, table: Table, source: Source) -> Result<PolicyBuilder, PolicyError> {
-        let defaults: Table = DEFAULTS_TOML.parse().expect("valid defaults");
-        check_table(&table, &defaults, "", &source)?;
+        check_table(&table, defaults(), "", &source)?;
         merge(&mut self.merged, table, "", &source, &mut self.origin);
         Ok(self)
     }
@@ -354,6 +350,16 @@ impl PolicyBuilder {
         }
         Ok(policy)
     }
+}
+
+/// The shipped defaults as a table, parsed once.
+fn defaults() -> &'static Table {
+    static DEFAULTS: std::sync::OnceLock<Table> = std::sync::OnceLock::new();
+    DEFAULTS.get_or_init(|| {
+        DEFAULTS_TOML
+            .parse()
+            .expect("assets/policy.toml is valid TOML")
+    })
 }
 
 /// JSON nulls mean "not given": drop them so the defaults apply.
@@ -413,8 +419,7 @@ fn check_table(
             let Value::Table(tools) = value else {
                 return Err(fail(&key, "must be a table of tool names".into()));
             };
-            let defaults: Table = DEFAULTS_TOML.parse().expect("valid defaults");
-            let rule = tool_rule_schema(&defaults);
+            let rule = tool_rule_schema(defaults());
             for (tool, table) in tools {
                 let tool_key = format!("{key}.{tool}");
                 let Value::Table(table) = table else {
