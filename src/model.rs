@@ -212,6 +212,9 @@ pub struct SessionLog {
     pairs: HashMap<String, Pair>,
     /// The other half of each event's pair, parallel to `events`.
     partners: Vec<Option<u32>>,
+    /// Each event's tool as an index into `tool_names`, parallel to `events`.
+    tools: Vec<Option<u16>>,
+    tool_names: Vec<String>,
 }
 
 impl SessionLog {
@@ -270,6 +273,16 @@ impl SessionLog {
         if self.events.last().is_some_and(|last| last.seq >= event.seq) {
             self.in_seq_order = false;
         }
+        let tool = event.tool_name.as_deref().map(|name| {
+            match self.tool_names.iter().position(|t| t == name) {
+                Some(at) => at as u16,
+                None => {
+                    self.tool_names.push(name.to_string());
+                    (self.tool_names.len() - 1) as u16
+                }
+            }
+        });
+        self.tools.push(tool);
         self.steps.push(step);
         self.partners.push(partner);
         self.events.push(event);
@@ -307,6 +320,17 @@ impl SessionLog {
     /// The other half of the pair the event at `ix` belongs to.
     pub fn partner_of(&self, ix: usize) -> Option<usize> {
         self.partners.get(ix).copied().flatten().map(|p| p as usize)
+    }
+
+    /// The tool of the event at `ix`, as a small number: the same for every
+    /// event naming the same tool (see `tool_names`).
+    pub fn tool_of(&self, ix: usize) -> Option<u16> {
+        self.tools.get(ix).copied().flatten()
+    }
+
+    /// Every tool name the session uses, indexed by `tool_of`.
+    pub fn tool_names(&self) -> &[String] {
+        &self.tool_names
     }
 
     /// The number of turns (the highest turn number plus one).

@@ -1,13 +1,13 @@
 //! `ctxlens replay`: every recorded call projected again and compared with
 //! its audit record, with token estimates against what the provider reported.
 
-use std::collections::BTreeSet;
+use std::borrow::Cow;
 
 use serde::Serialize;
 
 use super::{PolicyChoice, ProjectionCache};
 use crate::engine::{self, ItemRef, Projected, SummaryState};
-use crate::model::{Log, ModelCall, SessionLog};
+use crate::model::{Eviction, Log, ModelCall, SessionLog};
 
 /// One call's replay.
 #[derive(Clone, Debug, Serialize)]
@@ -16,7 +16,10 @@ pub struct CallReplay {
     pub session: String,
     pub turn: i64,
     pub matches_record: bool,
+    /// The first `MAX_DIFFERENCES` differences, in seq order.
     pub differences: Vec<Difference>,
+    /// How many differences there are in all.
+    pub differences_total: usize,
     pub total_tokens: u64,
     pub prefix_reused_tokens: u64,
     pub summary_version: Option<i64>,
@@ -37,12 +40,16 @@ pub enum Difference {
     },
     Eviction {
         seq: i64,
-        recorded: String,
-        projected: String,
+        recorded: Cow<'static, str>,
+        projected: Cow<'static, str>,
     },
     /// The call could not be projected or its record read.
     Unreadable { message: String },
 }
+
+/// How many differences a call lists; the rest are only counted, so a log
+/// whose every call differs in thousands of events still replays in memory.
+pub const MAX_DIFFERENCES: usize = 100;
 
 /// Every call's replay, with the counts.
 #[derive(Clone, Debug, Serialize)]
@@ -113,6 +120,7 @@ fn replay_session(
                 turn: call.turn,
                 matches_record: false,
                 differences: vec![Difference::Unreadable { message }],
+                differences_total: 1,
                 total_tokens: 0,
                 prefix_reused_tokens: 0,
                 summary_version: None,
@@ -142,43 +150,30 @@ fn compare(
             projected: projected_version,
         });
     }
+    let mut total = differences.len();
     match call.parsed_evictions() {
-        Ok(recorded) => {
-            let recorded: BTreeSet<(i64, String)> =
-                recorded.into_iter().map(|e| (e.seq, e.action)).collect();
-            let projected_set: BTreeSet<(i64, String)> = projected
-                .evictions()
-                .into_iter()
-                .map(|(seq, action)| (seq, action.to_string()))
-                .collect();
-            let seqs: BTreeSet<i64> = recorded
-                .symmetric_difference(&projected_set)
-                .map(|(seq, _)| *seq)
-                .collect();
-            let action_of = |set: &BTreeSet<(i64, String)>, seq: i64| {
-                set.iter()
-                    .find(|(s, _)| *s == seq)
-                    .map_or_else(|| "verbatim".to_string(), |(_, a)| a.clone())
-            };
-            for seq in seqs {
-                differences.push(Difference::Eviction {
-                    seq,
-                    recorded: action_of(&recorded, seq),
-                    projected: action_of(&projected_set, seq),
-                });
-            }
+        Ok(mut recorded) => {
+            recorded.sort_by_key(|e| e.seq);
+            let room = MAX_DIFFERENCES - differences.len();
+            let (listed, count) = eviction_differences(&recorded, &projected.evictions(), room);
+            differences.extend(listed);
+            total += count;
         }
-        Err(e) => differences.push(Difference::Unreadable {
-            message: format!("the recorded evictions are not readable: {e}"),
-        }),
+        Err(e) => {
+            differences.push(Difference::Unreadable {
+                message: format!("the recorded evictions are not readable: {e}"),
+            });
+            total += 1;
+        }
     }
     let reported = call.usage.input_tokens;
     CallReplay {
         call: call.id,
         session: session.id().to_string(),
         turn: call.turn,
-        matches_record: differences.is_empty(),
+        matches_record: total == 0,
         differences,
+        differences_total: total,
         total_tokens: projected.total_tokens,
         prefix_reused_tokens: reused,
         summary_version: projected_version,
@@ -187,5 +182,71 @@ fn compare(
         estimate_error: reported
             .filter(|&r| r > 0)
             .map(|r| (projected.total_tokens as f64 - r as f64) / r as f64),
+    }
+}
+
+/// Where the recorded and projected (seq, action) lists differ, both sorted by
+/// seq: the first `room` differences, and how many there are. A merge, so a
+/// call with tens of thousands of evictions stays cheap.
+fn eviction_differences(
+    recorded: &[Eviction],
+    projected: &[(i64, &'static str)],
+    room: usize,
+) -> (Vec<Difference>, usize) {
+    let mut differences = Vec::new();
+    let mut count = 0;
+    let (mut r, mut p) = (0, 0);
+    let mut differ = |seq: i64, recorded: &str, projected: &'static str| {
+        count += 1;
+        if differences.len() < room {
+            differences.push(Difference::Eviction {
+                seq,
+                recorded: action_name(recorded),
+                projected: Cow::Borrowed(projected),
+            })
+        }
+    };
+    while r < recorded.len() || p < projected.len() {
+        let was = recorded.get(r);
+        let now = projected.get(p);
+        match (was, now) {
+            (Some(a), Some(&(seq, action))) if a.seq == seq => {
+                if a.action != action {
+                    differ(seq, &a.action, action);
+                }
+                r += 1;
+                p += 1;
+            }
+            (Some(a), Some(&(seq, _))) if a.seq < seq => {
+                differ(a.seq, &a.action, "verbatim");
+                r += 1;
+            }
+            (Some(a), None) => {
+                differ(a.seq, &a.action, "verbatim");
+                r += 1;
+            }
+            (_, Some(&(seq, action))) => {
+                differ(seq, "verbatim", action);
+                p += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    (differences, count)
+}
+
+/// A recorded action, without allocating for the names ctxlens knows.
+fn action_name(action: &str) -> Cow<'static, str> {
+    const KNOWN: [&str; 6] = [
+        "verbatim",
+        "stubbed",
+        "truncated",
+        "summarized",
+        "pinned",
+        "dropped",
+    ];
+    match KNOWN.iter().find(|k| **k == action) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(action.to_string()),
     }
 }

@@ -36,7 +36,7 @@ pub fn run(
                 c.estimate_error
                     .map_or("-".into(), |e| format!("{:+.1}%", e * 100.0)),
                 c.summary_version.map_or("-".into(), |v| format!("v{v}")),
-                describe(&c.differences)
+                describe(&c.differences, c.differences_total)
             );
         }
         println!();
@@ -58,12 +58,13 @@ pub fn run(
     })
 }
 
-fn describe(differences: &[Difference]) -> String {
+fn describe(differences: &[Difference], total: usize) -> String {
     let mut words = Vec::new();
-    let evictions = differences
+    let others = differences
         .iter()
-        .filter(|d| matches!(d, Difference::Eviction { .. }))
+        .filter(|d| !matches!(d, Difference::Eviction { .. }))
         .count();
+    let evictions = total - others;
     for d in differences {
         match d {
             Difference::SummaryVersion {

@@ -132,6 +132,8 @@ pub struct Context<'a> {
     pub stand: Option<Stand>,
     pub needs_summary: Option<Span>,
     pub errors: Vec<CallError>,
+    /// Whether any event is never_evict, so pinning needs looking at.
+    pub never_evict: bool,
 }
 
 impl<'a> Context<'a> {
@@ -157,6 +159,7 @@ impl<'a> Context<'a> {
             stand: None,
             needs_summary: None,
             errors: Vec::new(),
+            never_evict: false,
         }
     }
 

@@ -29,28 +29,27 @@ impl Reducer for ToolResults<'_> {
         let call_turn = ctx.call.turn;
         // Per tool: its rule, its stub's tokens, and how many of its results
         // are newer than the one at hand (walking newest first, for count mode).
-        let mut tools: Vec<(&str, Retention, u64, u64)> = Vec::new();
+        let names = ctx.session.tool_names();
+        let mut tools: Vec<Option<(Retention, u64, u64)>> = vec![None; names.len() + 1];
         for ix in (0..ctx.events.len()).rev() {
             let event = &ctx.events[ix];
             if event.kind != Kind::ToolResult {
                 continue;
             }
-            let name = event.tool_name.as_deref().unwrap_or("");
-            let at = match tools.iter().position(|t| t.0 == name) {
-                Some(at) => at,
-                None => {
-                    let rule = self.0.rule_for(event.tool_name.as_deref());
-                    let stub_tokens = ctx.counts.text(rule.stub);
-                    tools.push((name, rule, stub_tokens, 0));
-                    tools.len() - 1
-                }
-            };
-            let (_, rule, stub_tokens, newer) = &mut tools[at];
+            // Results with no tool name share the last entry.
+            let at = ctx.session.tool_of(ix).map_or(names.len(), usize::from);
+            let tool = tools[at].get_or_insert_with(|| {
+                let rule = self.0.rule_for(event.tool_name.as_deref());
+                let stub_tokens = ctx.counts.text(rule.stub);
+                (rule, stub_tokens, 0)
+            });
+            let (rule, stub_tokens, newer) = tool;
             let count_before = *newer;
             *newer += 1;
             if rule.never_evict {
                 // Marked, so the summary reducer pins the pair.
                 ctx.slots[ix].why = Why::NeverEvict;
+                ctx.never_evict = true;
                 continue;
             }
             let why = match rule.mode {
@@ -185,7 +184,10 @@ impl Reducer for SummaryReducer<'_> {
                 return (ctx, state);
             }
             // Over, and nothing recorded to use: say which span needs a summary.
-            let ctx = placeholder(&ctx, budget, self.0.summarize_to).unwrap_or(ctx);
+            let ctx = match needed_span(&ctx, budget, self.0.summarize_to) {
+                Some(span) => with_placeholder(ctx, span),
+                None => ctx,
+            };
             return (ctx, state);
         };
         let state = SummaryState {
@@ -202,8 +204,8 @@ impl Reducer for SummaryReducer<'_> {
         }
         // Still over: a summary of a longer span is needed; a placeholder stands in
         // for it, superseding the recorded one, which covers less.
-        match placeholder(&ctx, budget, self.0.summarize_to) {
-            Some(with_placeholder) => (with_placeholder, state),
+        match needed_span(&ctx, budget, self.0.summarize_to) {
+            Some(span) => (with_placeholder(ctx, span), state),
             None => (apply_summary(ctx, ix), state),
         }
     }
@@ -225,7 +227,7 @@ fn removable_in(ctx: &Context, span: Span) -> u64 {
 
 /// A never_evict tool result, or the call it answers: kept when its span is summarized.
 fn is_pinnable(ctx: &Context, ix: usize) -> bool {
-    ctx.slots[ix].why == Why::NeverEvict || is_pinned_tool(ctx, ix)
+    ctx.never_evict && (ctx.slots[ix].why == Why::NeverEvict || is_pinned_tool(ctx, ix))
 }
 
 fn summary_tokens(ctx: &Context, ix: usize) -> u64 {
@@ -291,9 +293,9 @@ fn is_pinned_tool(ctx: &Context, ix: usize) -> bool {
 
 /// The shortest oldest span, in whole turns before the call's own, whose
 /// summary would bring the context down to `summarize_to` of its target (or,
-/// failing that, under the target; or else all earlier turns), replaced by a
-/// placeholder. `None` when there is no earlier turn.
-fn placeholder<'a>(ctx: &Context<'a>, budget: &Budget, summarize_to: f64) -> Option<Context<'a>> {
+/// failing that, under the target; or else all earlier turns). `None` when
+/// there is no earlier turn.
+fn needed_span(ctx: &Context, budget: &Budget, summarize_to: f64) -> Option<Span> {
     let first = ctx.first_dialogue();
     let from_seq = ctx.events.get(first)?.seq;
     let call_turn = ctx.call.turn;
@@ -342,12 +344,15 @@ fn placeholder<'a>(ctx: &Context<'a>, budget: &Budget, summarize_to: f64) -> Opt
     let end = first_fit(chunk)
         .or_else(|| first_fit(budget.target))
         .unwrap_or(last_end);
-    let span = span_to(end);
-    let mut covered = ctx.clone();
-    cover(&mut covered, span, Why::Placeholder { span });
-    covered.stand = Some(Stand::Placeholder(span));
-    covered.needs_summary = Some(span);
-    Some(covered)
+    Some(span_to(end))
+}
+
+/// The context with a placeholder standing in for the summary `span` needs.
+fn with_placeholder(mut ctx: Context, span: Span) -> Context {
+    cover(&mut ctx, span, Why::Placeholder { span });
+    ctx.stand = Some(Stand::Placeholder(span));
+    ctx.needs_summary = Some(span);
+    ctx
 }
 
 /// The marked text that stands in for a summary that is needed but not recorded.
