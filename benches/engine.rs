@@ -51,7 +51,7 @@ fn replay_all(c: &mut Criterion) {
     group
         .sample_size(10)
         .measurement_time(Duration::from_secs(30));
-    group.bench_function("100k events, 2,000 calls, counts warm", |b| {
+    group.bench_function("100k events, all 1,914 calls, counts warm", |b| {
         let (log, cache) = warm(100_000);
         let choice = PolicyChoice::default();
         let mut cache = cache.lock().unwrap();
