@@ -12,3 +12,4 @@ pub mod model;
 pub mod policy;
 pub mod sample;
 pub mod tokens;
+pub mod tui;

@@ -14,7 +14,7 @@ use ctxlens::tokens::Encoding;
 #[derive(Parser)]
 #[command(version, args_conflicts_with_subcommands = true)]
 struct Args {
-    /// Show an overview of the log: sessions, turns, calls, token counts.
+    /// Open the inspector on this log (press ? inside for the keys).
     log: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
@@ -133,7 +133,7 @@ fn main() -> ExitCode {
             _,
         ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
             .and_then(|choice| cli::replay::run(&log, session.as_deref(), &choice, json)),
-        (None, Some(log)) => cli::stats::run(&log, Encoding::default(), false),
+        (None, Some(log)) => ctxlens::tui::run(&log),
         (None, None) => {
             use clap::CommandFactory;
             let _ = Args::command().print_help();

@@ -176,7 +176,6 @@ fn read_commands_leave_the_log_bytes_unchanged() {
         &["check", "--json"],
         &["stats"],
         &["stats", "--json"],
-        &[],
     ] {
         ctxlens().args(args).arg(&path).assert().success();
     }
@@ -411,4 +410,24 @@ fn project_and_replay_leave_the_log_bytes_unchanged() {
     assert!(std::fs::read(&path).unwrap() == before);
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(leftovers.len(), 1, "no -wal or -shm left beside the log");
+}
+
+#[test]
+fn the_inspector_reports_a_bad_log_or_a_missing_terminal_before_the_screen_changes() {
+    let out = ctxlens().arg("nowhere.db").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("nowhere.db: no such file"), "{stderr}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("\u{1b}["),
+        "no escape codes"
+    );
+
+    // Under a test runner there is no terminal.
+    let out = ctxlens()
+        .arg(samples().join("tool-heavy.db"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a terminal"));
 }

@@ -133,7 +133,7 @@ fn replay_session(
     }
 }
 
-fn compare(
+pub fn compare(
     session: &SessionLog,
     call: &ModelCall,
     projected: &Projected,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use context::{Context, Counts, Slot, Why};
-pub use reducers::{Reducer, SummaryState};
+pub use reducers::{Reducer, SummaryState, placeholder_text};
 pub use render::{Item, Projection, Row};
 
 use crate::model::{Injection, ModelCall, SessionLog, Summary};

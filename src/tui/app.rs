@@ -1,0 +1,570 @@
+//! The inspector's state and how a control changes it: no terminal in here.
+
+use std::sync::Arc;
+
+use crate::analysis::replay::compare;
+use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
+use crate::engine::{CallError, ItemRef, Slot, Span, Stand};
+use crate::model::{Injection, Log, ModelCall, SessionLog};
+use crate::policy::{Budget, Policy};
+
+/// What a key or mouse action asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    Top,
+    Bottom,
+    NextCall,
+    PrevCall,
+    NextTurn,
+    PrevTurn,
+    SwitchPane,
+    Detail,
+    Search,
+    NextMatch,
+    PrevMatch,
+    Jump,
+    Sessions,
+    Help,
+    Back,
+    Quit,
+    /// A character typed into a prompt.
+    Type(char),
+    Erase,
+    Confirm,
+    /// Mouse: scroll in the pane under (column, row).
+    ScrollAt(u16, u16, bool),
+    /// Mouse: select the row under (column, row).
+    ClickAt(u16, u16),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pane {
+    History,
+    Context,
+    Detail,
+}
+
+/// What the keys currently go to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Normal,
+    /// Typing a search.
+    Search(String),
+    /// Typing a call id or `s<seq>`.
+    Jump(String),
+    Help,
+    Sessions(usize),
+}
+
+/// One row of the history pane: an event, or the rule at a split point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistoryRow {
+    Event(usize),
+    Split,
+}
+
+/// The selected call projected, owned so the app can keep it.
+#[derive(Clone, Debug)]
+pub struct CallView {
+    pub call: usize,
+    pub policy: Policy,
+    pub slots: Vec<Slot>,
+    pub order: Vec<ItemRef>,
+    pub order_tokens: Vec<u64>,
+    pub stand: Option<Stand>,
+    pub needs_summary: Option<Span>,
+    pub tail_start_seq: Option<i64>,
+    pub total_tokens: u64,
+    pub budget: Budget,
+    pub over_budget: bool,
+    pub errors: Vec<CallError>,
+    pub injections: Vec<Injection>,
+    pub matches_record: bool,
+    pub differences: usize,
+    /// Each event's place in `order`, when it is sent.
+    pub position: Vec<Option<usize>>,
+}
+
+/// Screen areas from the last draw, for the mouse.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Areas {
+    pub history: ratatui::layout::Rect,
+    pub context: ratatui::layout::Rect,
+    pub detail: ratatui::layout::Rect,
+}
+
+pub struct App {
+    pub path: String,
+    pub log: Arc<Log>,
+    pub session: usize,
+    /// The session's calls in id order.
+    pub calls: Vec<usize>,
+    pub call: usize,
+    pub view: Option<CallView>,
+    pub problem: Option<String>,
+    pub rows: Vec<HistoryRow>,
+    pub history_sel: usize,
+    pub history_top: usize,
+    pub context_sel: usize,
+    pub context_top: usize,
+    pub detail_scroll: u16,
+    pub detail_zoom: bool,
+    pub focus: Pane,
+    pub mode: Mode,
+    pub search: Option<(String, Vec<usize>)>,
+    pub status: String,
+    pub quit: bool,
+    pub areas: Areas,
+    pub page: usize,
+    choice: PolicyChoice,
+    cache: ProjectionCache,
+}
+
+impl App {
+    /// The app at the first call of the first session, projected.
+    pub fn new(path: &str, log: Arc<Log>) -> App {
+        let mut app = App::unprojected(path, log);
+        app.open_session(app.session);
+        app
+    }
+
+    /// The app before anything is projected: the history only, so a first frame
+    /// can show while the token counts of a large log are made.
+    pub fn unprojected(path: &str, log: Arc<Log>) -> App {
+        let mut app = App {
+            path: path.to_string(),
+            log,
+            session: 0,
+            calls: Vec::new(),
+            call: 0,
+            view: None,
+            problem: None,
+            rows: Vec::new(),
+            history_sel: 0,
+            history_top: 0,
+            context_sel: 0,
+            context_top: 0,
+            detail_scroll: 0,
+            detail_zoom: false,
+            focus: Pane::History,
+            mode: Mode::Normal,
+            search: None,
+            status: String::new(),
+            quit: false,
+            areas: Areas::default(),
+            page: 10,
+            choice: PolicyChoice::default(),
+            cache: ProjectionCache::default(),
+        };
+        if app.log.sessions.len() > 1 {
+            app.mode = Mode::Sessions(0);
+        }
+        app.rows = (0..app.session().events.len())
+            .map(HistoryRow::Event)
+            .collect();
+        app.problem = Some("counting tokens and projecting…".to_string());
+        app
+    }
+
+    /// Projects the first call of the session, after `unprojected`.
+    pub fn start(&mut self) {
+        self.open_session(self.session);
+    }
+
+    pub fn session(&self) -> &SessionLog {
+        &self.log.sessions[self.session]
+    }
+
+    pub fn current_call(&self) -> Option<&ModelCall> {
+        let ix = *self.calls.get(self.call)?;
+        self.session().calls.get(ix)
+    }
+
+    pub fn open_session(&mut self, session: usize) {
+        self.session = session.min(self.log.sessions.len().saturating_sub(1));
+        let Some(s) = self.log.sessions.get(self.session) else {
+            return;
+        };
+        let mut calls: Vec<usize> = (0..s.calls.len()).collect();
+        calls.sort_by_key(|&ix| s.calls[ix].id);
+        self.calls = calls;
+        self.call = 0;
+        self.search = None;
+        self.history_sel = 0;
+        self.history_top = 0;
+        self.select_call(0);
+    }
+
+    /// Projects the call at `index` of the session's calls and shows it.
+    pub fn select_call(&mut self, index: usize) {
+        self.call = index.min(self.calls.len().saturating_sub(1));
+        let log = Arc::clone(&self.log);
+        let session = &log.sessions[self.session];
+        self.view = None;
+        self.problem = None;
+        if let Some(&ix) = self.calls.get(self.call) {
+            let call = &session.calls[ix];
+            match project_call(session, call, &self.choice, &mut self.cache) {
+                Ok((policy, p)) => {
+                    let replay = compare(session, call, &p, 0);
+                    let mut position = vec![None; session.events.len()];
+                    for (at, item) in p.order.iter().enumerate() {
+                        if let ItemRef::Event(ix, _) = *item {
+                            position[ix] = Some(at);
+                        }
+                    }
+                    self.view = Some(CallView {
+                        call: self.call,
+                        tail_start_seq: p.tail_start_seq(),
+                        slots: p.slots,
+                        order: p.order,
+                        order_tokens: p.order_tokens,
+                        stand: p.stand,
+                        needs_summary: p.needs_summary,
+                        total_tokens: p.total_tokens,
+                        budget: p.budget,
+                        over_budget: p.over_budget,
+                        errors: p.errors,
+                        injections: p.injections,
+                        matches_record: replay.matches_record,
+                        differences: replay.differences_total,
+                        position,
+                        policy,
+                    });
+                }
+                Err(e) => self.problem = Some(format!("{e:#}")),
+            }
+        }
+        self.rebuild_rows();
+        self.sync_from_history();
+    }
+
+    /// The history rows for the current call: events, with the split rule.
+    fn rebuild_rows(&mut self) {
+        let selected = self.rows.get(self.history_sel).copied();
+        let session = &self.log.sessions[self.session];
+        let split_after = self.view.as_ref().and_then(|v| match v.stand? {
+            Stand::Summary(ix) => Some(session.summaries[ix].to_seq),
+            Stand::Placeholder(span) => Some(span.to_seq),
+        });
+        let mut rows = Vec::with_capacity(session.events.len() + 1);
+        for (ix, event) in session.events.iter().enumerate() {
+            rows.push(HistoryRow::Event(ix));
+            if Some(event.seq) == split_after {
+                rows.push(HistoryRow::Split);
+            }
+        }
+        self.rows = rows;
+        if let Some(HistoryRow::Event(ix)) = selected {
+            self.history_sel = self.row_of(ix);
+        }
+        self.history_sel = self.history_sel.min(self.rows.len().saturating_sub(1));
+    }
+
+    fn row_of(&self, event: usize) -> usize {
+        // The split rule adds at most one row, so the event is at ix or ix + 1.
+        (event..=event + 1)
+            .find(|&r| self.rows.get(r) == Some(&HistoryRow::Event(event)))
+            .unwrap_or(0)
+    }
+
+    /// The event selected in the history pane.
+    pub fn selected_event(&self) -> Option<usize> {
+        match self.rows.get(self.history_sel)? {
+            HistoryRow::Event(ix) => Some(*ix),
+            HistoryRow::Split => None,
+        }
+    }
+
+    fn sync_from_history(&mut self) {
+        if let (Some(ix), Some(view)) = (self.selected_event(), &self.view)
+            && let Some(Some(at)) = view.position.get(ix)
+        {
+            self.context_sel = *at;
+        }
+        if let Some(view) = &self.view {
+            self.context_sel = self.context_sel.min(view.order.len().saturating_sub(1));
+        }
+        self.detail_scroll = 0;
+    }
+
+    fn sync_from_context(&mut self) {
+        if let Some(view) = &self.view
+            && let Some(ItemRef::Event(ix, _)) = view.order.get(self.context_sel)
+        {
+            self.history_sel = self.row_of(*ix);
+        }
+        self.detail_scroll = 0;
+    }
+
+    fn move_by(&mut self, delta: isize) {
+        match self.focus {
+            Pane::History => {
+                self.history_sel = shift(self.history_sel, delta, self.rows.len());
+                self.sync_from_history();
+            }
+            Pane::Context => {
+                let len = self.view.as_ref().map_or(0, |v| v.order.len());
+                self.context_sel = shift(self.context_sel, delta, len);
+                self.sync_from_context();
+            }
+            Pane::Detail => {
+                self.detail_scroll =
+                    shift(self.detail_scroll as usize, delta, u16::MAX as usize) as u16;
+            }
+        }
+    }
+
+    /// Applies one control.
+    pub fn step(&mut self, control: Control) {
+        match self.mode.clone() {
+            Mode::Search(text) | Mode::Jump(text) => return self.prompt(control, text),
+            Mode::Help => {
+                if matches!(
+                    control,
+                    Control::Back | Control::Quit | Control::Help | Control::Confirm
+                ) {
+                    self.mode = Mode::Normal;
+                }
+                return;
+            }
+            Mode::Sessions(sel) => return self.pick_session(control, sel),
+            Mode::Normal => {}
+        }
+        let page = self.page.max(1) as isize;
+        match control {
+            Control::Up => self.move_by(-1),
+            Control::Down => self.move_by(1),
+            Control::PageUp => self.move_by(-page),
+            Control::PageDown => self.move_by(page),
+            Control::Top => self.move_by(isize::MIN / 2),
+            Control::Bottom => self.move_by(isize::MAX / 2),
+            Control::NextCall => self.select_call(self.call + 1),
+            Control::PrevCall => self.select_call(self.call.saturating_sub(1)),
+            Control::NextTurn | Control::PrevTurn => self.step_turn(control == Control::NextTurn),
+            Control::SwitchPane => {
+                self.focus = match self.focus {
+                    Pane::History => Pane::Context,
+                    Pane::Context => Pane::Detail,
+                    Pane::Detail => Pane::History,
+                }
+            }
+            Control::Detail => {
+                self.detail_zoom = !self.detail_zoom;
+                if self.detail_zoom {
+                    self.focus = Pane::Detail;
+                }
+            }
+            Control::Search => self.mode = Mode::Search(String::new()),
+            Control::Jump => self.mode = Mode::Jump(String::new()),
+            Control::NextMatch => self.next_match(true),
+            Control::PrevMatch => self.next_match(false),
+            Control::Sessions => self.mode = Mode::Sessions(self.session),
+            Control::Help => self.mode = Mode::Help,
+            Control::Back if self.detail_zoom => {
+                self.detail_zoom = false;
+                self.focus = Pane::History;
+            }
+            Control::Back | Control::Quit => self.quit = true,
+            Control::ScrollAt(col, row, down) => {
+                if let Some(pane) = self.pane_at(col, row) {
+                    self.focus = pane;
+                    self.move_by(if down { 3 } else { -3 });
+                }
+            }
+            Control::ClickAt(col, row) => self.click(col, row),
+            Control::Type(_) | Control::Erase | Control::Confirm => {}
+        }
+    }
+
+    fn step_turn(&mut self, forward: bool) {
+        let session = &self.log.sessions[self.session];
+        let turn_of = |i: usize| session.calls[self.calls[i]].turn;
+        let Some(current) = self.calls.get(self.call).map(|_| turn_of(self.call)) else {
+            return;
+        };
+        let target = if forward {
+            (self.call..self.calls.len()).find(|&i| turn_of(i) > current)
+        } else {
+            // The first call of the previous turn.
+            let before = (0..self.call).rev().find(|&i| turn_of(i) < current);
+            before.map(|b| {
+                let turn = turn_of(b);
+                (0..=b).find(|&i| turn_of(i) == turn).unwrap_or(b)
+            })
+        };
+        if let Some(target) = target {
+            self.select_call(target);
+        }
+    }
+
+    fn prompt(&mut self, control: Control, mut text: String) {
+        let searching = matches!(self.mode, Mode::Search(_));
+        match control {
+            Control::Type(c) => text.push(c),
+            Control::Erase => {
+                text.pop();
+            }
+            Control::Back | Control::Quit => {
+                self.mode = Mode::Normal;
+                return;
+            }
+            Control::Confirm => {
+                self.mode = Mode::Normal;
+                if searching {
+                    self.run_search(&text);
+                } else {
+                    self.jump(&text);
+                }
+                return;
+            }
+            _ => {}
+        }
+        self.mode = if searching {
+            Mode::Search(text)
+        } else {
+            Mode::Jump(text)
+        };
+    }
+
+    fn run_search(&mut self, query: &str) {
+        if query.is_empty() {
+            self.search = None;
+            return;
+        }
+        let needle = query.to_lowercase();
+        let matches: Vec<usize> = self
+            .session()
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.content.to_lowercase().contains(&needle))
+            .map(|(ix, _)| ix)
+            .collect();
+        self.search = Some((query.to_string(), matches));
+        self.focus = Pane::History;
+        self.next_match(true);
+    }
+
+    fn next_match(&mut self, forward: bool) {
+        let Some((query, matches)) = &self.search else {
+            self.status = "no search: press / to search".to_string();
+            return;
+        };
+        if matches.is_empty() {
+            self.status = format!("no event contains '{query}'");
+            return;
+        }
+        let current = self.selected_event().unwrap_or(0);
+        let at = if forward {
+            matches.iter().position(|&m| m > current).unwrap_or(0)
+        } else {
+            matches
+                .iter()
+                .rposition(|&m| m < current)
+                .unwrap_or(matches.len() - 1)
+        };
+        let event = matches[at];
+        self.status = format!("match {}/{} for '{query}'", at + 1, matches.len());
+        self.history_sel = self.row_of(event);
+        self.focus = Pane::History;
+        self.sync_from_history();
+    }
+
+    fn jump(&mut self, text: &str) {
+        let text = text.trim();
+        let (seq, number) = match text.strip_prefix(['s', '@']) {
+            Some(rest) => (true, rest.trim().trim_start_matches("eq").trim()),
+            None => (
+                false,
+                text.trim_start_matches("call")
+                    .trim_start_matches('c')
+                    .trim(),
+            ),
+        };
+        let Ok(n) = number.parse::<i64>() else {
+            self.status = format!("':{text}': type a call id (42) or a seq (s120)");
+            return;
+        };
+        if seq {
+            match self.session().index_of(n) {
+                Some(ix) => {
+                    self.history_sel = self.row_of(ix);
+                    self.focus = Pane::History;
+                    self.sync_from_history();
+                }
+                None => self.status = format!("no event with seq {n} in this session"),
+            }
+        } else {
+            let session = &self.log.sessions[self.session];
+            match self.calls.iter().position(|&ix| session.calls[ix].id == n) {
+                Some(index) => self.select_call(index),
+                None => self.status = format!("no model call {n} in this session"),
+            }
+        }
+    }
+
+    fn pick_session(&mut self, control: Control, sel: usize) {
+        let count = self.log.sessions.len();
+        match control {
+            Control::Up => self.mode = Mode::Sessions(sel.saturating_sub(1)),
+            Control::Down => self.mode = Mode::Sessions((sel + 1).min(count.saturating_sub(1))),
+            Control::Confirm => {
+                self.mode = Mode::Normal;
+                self.open_session(sel);
+            }
+            Control::Back | Control::Sessions => self.mode = Mode::Normal,
+            Control::Quit => self.quit = true,
+            _ => {}
+        }
+    }
+
+    fn pane_at(&self, col: u16, row: u16) -> Option<Pane> {
+        let inside = |r: ratatui::layout::Rect| {
+            col >= r.x && col < r.x + r.width && row >= r.y && row < r.y + r.height
+        };
+        [
+            (self.areas.history, Pane::History),
+            (self.areas.context, Pane::Context),
+            (self.areas.detail, Pane::Detail),
+        ]
+        .into_iter()
+        .find(|(r, _)| inside(*r))
+        .map(|(_, pane)| pane)
+    }
+
+    fn click(&mut self, col: u16, row: u16) {
+        let Some(pane) = self.pane_at(col, row) else {
+            return;
+        };
+        self.focus = pane;
+        match pane {
+            Pane::History => {
+                let offset = row.saturating_sub(self.areas.history.y + 1) as usize;
+                self.history_sel =
+                    (self.history_top + offset).min(self.rows.len().saturating_sub(1));
+                self.sync_from_history();
+            }
+            Pane::Context => {
+                let offset = row.saturating_sub(self.areas.context.y + 1) as usize;
+                let len = self.view.as_ref().map_or(0, |v| v.order.len());
+                self.context_sel = (self.context_top + offset).min(len.saturating_sub(1));
+                self.sync_from_context();
+            }
+            Pane::Detail => {}
+        }
+    }
+}
+
+fn shift(at: usize, delta: isize, len: usize) -> usize {
+    if len == 0 {
+        return 0;
+    }
+    (at as isize)
+        .saturating_add(delta)
+        .clamp(0, len as isize - 1) as usize
+}

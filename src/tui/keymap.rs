@@ -1,0 +1,156 @@
+//! Keys to controls, in one table that the help screen is built from.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::app::Control;
+
+/// One binding: the keys, what they do, and the words for the help screen.
+pub struct Binding {
+    pub keys: &'static [KeyCode],
+    pub label: &'static str,
+    pub control: Control,
+    pub help: &'static str,
+}
+
+const fn bind(
+    keys: &'static [KeyCode],
+    label: &'static str,
+    control: Control,
+    help: &'static str,
+) -> Binding {
+    Binding {
+        keys,
+        label,
+        control,
+        help,
+    }
+}
+
+/// Every key the inspector knows, in the order the help lists them.
+pub const KEYMAP: &[Binding] = &[
+    bind(
+        &[KeyCode::Char('j'), KeyCode::Down],
+        "j/↓",
+        Control::Down,
+        "down one row (or scroll the detail)",
+    ),
+    bind(
+        &[KeyCode::Char('k'), KeyCode::Up],
+        "k/↑",
+        Control::Up,
+        "up one row",
+    ),
+    bind(
+        &[KeyCode::PageDown],
+        "PgDn",
+        Control::PageDown,
+        "down a page",
+    ),
+    bind(&[KeyCode::PageUp], "PgUp", Control::PageUp, "up a page"),
+    bind(
+        &[KeyCode::Char('g'), KeyCode::Home],
+        "g",
+        Control::Top,
+        "first row",
+    ),
+    bind(
+        &[KeyCode::Char('G'), KeyCode::End],
+        "G",
+        Control::Bottom,
+        "last row",
+    ),
+    bind(
+        &[KeyCode::Char('n')],
+        "n",
+        Control::NextCall,
+        "next model call",
+    ),
+    bind(
+        &[KeyCode::Char('p')],
+        "p",
+        Control::PrevCall,
+        "previous model call",
+    ),
+    bind(
+        &[KeyCode::Char(']')],
+        "]",
+        Control::NextTurn,
+        "first call of the next turn",
+    ),
+    bind(
+        &[KeyCode::Char('[')],
+        "[",
+        Control::PrevTurn,
+        "first call of the previous turn",
+    ),
+    bind(
+        &[KeyCode::Tab],
+        "Tab",
+        Control::SwitchPane,
+        "next pane: history, context, detail",
+    ),
+    bind(
+        &[KeyCode::Enter],
+        "Enter",
+        Control::Detail,
+        "enlarge the detail of the selected row, or shrink it",
+    ),
+    bind(
+        &[KeyCode::Char('/')],
+        "/",
+        Control::Search,
+        "search the events' text",
+    ),
+    bind(
+        &[KeyCode::Char('f')],
+        "f",
+        Control::NextMatch,
+        "next search match",
+    ),
+    bind(
+        &[KeyCode::Char('F')],
+        "F",
+        Control::PrevMatch,
+        "previous search match",
+    ),
+    bind(
+        &[KeyCode::Char(':')],
+        ":",
+        Control::Jump,
+        "jump to a call id (:42) or a seq (:s120)",
+    ),
+    bind(
+        &[KeyCode::Char('s')],
+        "s",
+        Control::Sessions,
+        "pick a session",
+    ),
+    bind(&[KeyCode::Char('?')], "?", Control::Help, "this help"),
+    bind(
+        &[KeyCode::Esc],
+        "Esc",
+        Control::Back,
+        "back: close what is open, or quit",
+    ),
+    bind(&[KeyCode::Char('q')], "q", Control::Quit, "quit"),
+];
+
+/// The control a key press means, in a prompt or not.
+pub fn control_for(key: KeyEvent, typing: bool) -> Option<Control> {
+    if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+        return Some(Control::Quit);
+    }
+    if typing {
+        return match key.code {
+            KeyCode::Enter => Some(Control::Confirm),
+            KeyCode::Esc => Some(Control::Back),
+            KeyCode::Backspace => Some(Control::Erase),
+            KeyCode::Char(c) => Some(Control::Type(c)),
+            _ => None,
+        };
+    }
+    KEYMAP
+        .iter()
+        .find(|b| b.keys.contains(&key.code))
+        .map(|b| b.control)
+}

@@ -1,0 +1,713 @@
+//! Drawing the inspector. Takes the app's state and a frame; decides nothing
+//! but where things go and which rows are visible.
+//!
+//! ```text
+//! ┌ header: file · session · call i/n · turn · time · policy ──────────────┐
+//! │ tokens [█████░░░░] used / target · replay matches · OVER BUDGET          │
+//! ├ history (every event, its disposition) ┬ context (send order) ──────────┤
+//! │ ● U     2   0 user text…            12 │ ● system   system 1 …       34 │
+//! │ ── summary v2 · seqs 2..131 ────────── │ Σ summary v2 · 2..131      165 │
+//! ├ detail of the selected row ────────────┴────────────────────────────────┤
+//! └ footer: keys, prompt, status ───────────────────────────────────────────┘
+//! ```
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style, Stylize};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+
+use super::app::{App, HistoryRow, Mode, Pane};
+use super::keymap::KEYMAP;
+use crate::engine::{ItemRef, Stand, Status};
+use crate::model::{Event, Kind};
+
+/// Colours, or none (NO_COLOR): meaning is always carried by glyphs too.
+#[derive(Clone, Copy, Debug)]
+pub struct Theme {
+    pub color: bool,
+}
+
+impl Theme {
+    /// Colour unless the NO_COLOR environment variable is set and not empty.
+    pub fn from_env() -> Theme {
+        Theme {
+            color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        }
+    }
+
+    fn fg(self, color: Color) -> Style {
+        if self.color {
+            Style::default().fg(color)
+        } else {
+            Style::default()
+        }
+    }
+
+    fn disposition(self, d: Disposition) -> Style {
+        match d {
+            Disposition::Status(Status::Verbatim) => Style::default(),
+            Disposition::Status(Status::Stubbed | Status::Truncated) => self.fg(Color::Yellow),
+            Disposition::Status(Status::Summarized) => self.fg(Color::Blue),
+            Disposition::Status(Status::Pinned) => self.fg(Color::Magenta),
+            Disposition::Status(Status::Dropped) => self.fg(Color::Red),
+            Disposition::Future => self.fg(Color::DarkGray).add_modifier(Modifier::DIM),
+        }
+    }
+}
+
+/// An event's disposition at the selected call, `Future` after its last_seq.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    Status(Status),
+    Future,
+}
+
+impl Disposition {
+    pub fn glyph(self) -> &'static str {
+        match self {
+            Disposition::Status(Status::Verbatim) => "●",
+            Disposition::Status(Status::Stubbed) => "○",
+            Disposition::Status(Status::Truncated) => "◐",
+            Disposition::Status(Status::Summarized) => "Σ",
+            Disposition::Status(Status::Pinned) => "▲",
+            Disposition::Status(Status::Dropped) => "✕",
+            Disposition::Future => "·",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Disposition::Status(s) => s.as_str(),
+            Disposition::Future => "future",
+        }
+    }
+
+    pub const ALL: [Disposition; 7] = [
+        Disposition::Status(Status::Verbatim),
+        Disposition::Status(Status::Stubbed),
+        Disposition::Status(Status::Truncated),
+        Disposition::Status(Status::Summarized),
+        Disposition::Status(Status::Pinned),
+        Disposition::Status(Status::Dropped),
+        Disposition::Future,
+    ];
+}
+
+pub fn kind_glyph(kind: Kind) -> &'static str {
+    match kind {
+        Kind::System => "S",
+        Kind::User => "U",
+        Kind::Assistant => "A",
+        Kind::Reasoning => "R",
+        Kind::ToolCall => "→",
+        Kind::ToolResult => "←",
+        Kind::Compaction => "C",
+        Kind::Unknown => "?",
+    }
+}
+
+/// The disposition of event `ix` at the selected call.
+pub fn disposition(app: &App, ix: usize) -> Disposition {
+    match app.view.as_ref().and_then(|v| v.slots.get(ix)) {
+        Some(slot) => Disposition::Status(slot.status),
+        None => Disposition::Future,
+    }
+}
+
+/// Draws the whole screen.
+pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
+    let [header, middle, detail, footer] = Layout::vertical([
+        Constraint::Length(3),
+        Constraint::Fill(3),
+        Constraint::Fill(if app.detail_zoom { 6 } else { 2 }),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
+    let [history, context] =
+        Layout::horizontal([Constraint::Fill(1), Constraint::Fill(1)]).areas(middle);
+    app.areas.history = history;
+    app.areas.context = context;
+    app.areas.detail = detail;
+    app.page = history.height.saturating_sub(2) as usize;
+
+    draw_header(frame, app, header, theme);
+    level_panes(app, history.height.saturating_sub(2) as usize);
+    draw_history(frame, app, history, theme);
+    draw_context(frame, app, context, theme);
+    draw_detail(frame, app, detail, theme);
+    draw_footer(frame, app, footer, theme);
+    match &app.mode {
+        Mode::Help => draw_help(frame, theme),
+        Mode::Sessions(sel) => draw_sessions(frame, app, *sel, theme),
+        _ => {}
+    }
+}
+
+/// Scrolls the pane that is not focused so a shared event sits on the same
+/// screen row in both panes.
+fn level_panes(app: &mut App, height: usize) {
+    let Some(view) = &app.view else {
+        return;
+    };
+    if app.focus == Pane::Context {
+        app.context_top = scroll(app.context_top, app.context_sel, height);
+        if let Some(ItemRef::Event(ix, _)) = view.order.get(app.context_sel) {
+            let row = app
+                .rows
+                .iter()
+                .position(|r| *r == HistoryRow::Event(*ix))
+                .unwrap_or(0);
+            app.history_top = row.saturating_sub(app.context_sel - app.context_top);
+        }
+    } else {
+        app.history_top = scroll(app.history_top, app.history_sel, height);
+        if let Some(Some(at)) = app.selected_event().and_then(|ix| view.position.get(ix)) {
+            app.context_top = at.saturating_sub(app.history_sel - app.history_top);
+        }
+    }
+}
+
+fn pane_block(title: String, focused: bool, theme: Theme) -> Block<'static> {
+    let style = if focused {
+        theme.fg(Color::Cyan).add_modifier(Modifier::BOLD)
+    } else {
+        Style::default()
+    };
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(style)
+        .title(Span::styled(title, style))
+}
+
+fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    let session = app.session();
+    let mut first = vec![Span::styled(
+        format!(" {} ", app.path),
+        Style::default().add_modifier(Modifier::BOLD),
+    )];
+    first.push(Span::raw(format!("· session {} ", session.id())));
+    let mut second = Vec::new();
+    match (app.current_call(), &app.view) {
+        (Some(call), Some(view)) => {
+            first.push(Span::raw(format!(
+                "· call {} ({}/{}) · turn {} · {} · policy {}{}",
+                call.id,
+                app.call + 1,
+                app.calls.len(),
+                call.turn,
+                call.ts,
+                view.policy.preset.name(),
+                if call.policy.is_some() {
+                    " (recorded)"
+                } else {
+                    " (defaults)"
+                }
+            )));
+            let target = view.budget.target.max(1);
+            let width = 20usize;
+            let filled =
+                ((view.total_tokens as f64 / target as f64) * width as f64).round() as usize;
+            let bar: String =
+                "█".repeat(filled.min(width)) + &"░".repeat(width - filled.min(width));
+            let bar_style = if view.over_budget {
+                theme.fg(Color::Red)
+            } else {
+                theme.fg(Color::Green)
+            };
+            second.push(Span::raw(" tokens "));
+            second.push(Span::styled(bar, bar_style));
+            second.push(Span::raw(format!(
+                " {} / {} target ({}%)",
+                thousands(view.total_tokens),
+                thousands(view.budget.target),
+                view.total_tokens * 100 / target
+            )));
+            if let Some(Stand::Summary(ix)) = view.stand {
+                second.push(Span::raw(format!(
+                    " · summary v{}",
+                    session.summaries[ix].version
+                )));
+            }
+            if view.matches_record {
+                second.push(Span::styled(
+                    " · ✓ matches the record",
+                    theme.fg(Color::Green),
+                ));
+            } else {
+                second.push(Span::styled(
+                    format!(" · ✗ {} differences from the record", view.differences),
+                    theme.fg(Color::Yellow),
+                ));
+            }
+            if view.over_budget {
+                second.push(Span::styled(
+                    " · ⚠ OVER BUDGET",
+                    theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+                ));
+            }
+            if let Some(span) = view.needs_summary {
+                second.push(Span::styled(
+                    format!(" · needs a summary of {}..{}", span.from_seq, span.to_seq),
+                    theme.fg(Color::Yellow),
+                ));
+            }
+        }
+        _ => {
+            let why = app
+                .problem
+                .clone()
+                .unwrap_or_else(|| "no model calls recorded: showing the history only".into());
+            second.push(Span::styled(format!(" {why}"), theme.fg(Color::Yellow)));
+        }
+    }
+    let block = Block::default().borders(Borders::BOTTOM);
+    frame.render_widget(
+        Paragraph::new(vec![Line::from(first), Line::from(second)]).block(block),
+        area,
+    );
+}
+
+/// The first non-blank line of `text`, flattened.
+fn first_line(text: &str) -> &str {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+}
+
+/// `left` cut or padded to leave room for `right` in `width` columns.
+fn fit(left: &str, right: &str, width: usize) -> String {
+    let room = width.saturating_sub(right.chars().count() + 1);
+    let mut out: String = left.chars().take(room).collect();
+    if left.chars().count() > room && room > 0 {
+        out.pop();
+        out.push('…');
+    }
+    let pad = room.saturating_sub(out.chars().count());
+    format!("{out}{} {right}", " ".repeat(pad))
+}
+
+/// Keeps `sel` visible in a window of `height` rows starting at `top`.
+fn scroll(top: usize, sel: usize, height: usize) -> usize {
+    if height == 0 {
+        return sel;
+    }
+    if sel < top {
+        sel
+    } else if sel >= top + height {
+        sel + 1 - height
+    } else {
+        top
+    }
+}
+
+fn draw_history(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
+    let height = area.height.saturating_sub(2) as usize;
+    app.history_top = scroll(app.history_top, app.history_sel, height);
+    let width = area.width.saturating_sub(2) as usize;
+    let session = app.session();
+    let mut lines = Vec::with_capacity(height);
+    // Only the visible rows are built.
+    for row in app.rows.iter().skip(app.history_top).take(height) {
+        let at = lines.len() + app.history_top;
+        let selected = at == app.history_sel;
+        let line = match *row {
+            HistoryRow::Event(ix) => {
+                let e = &session.events[ix];
+                let d = disposition(app, ix);
+                let new_turn = ix == 0 || session.events[ix - 1].turn != e.turn;
+                let turn = if new_turn {
+                    e.turn.to_string()
+                } else {
+                    String::new()
+                };
+                let body = event_line(e);
+                let tokens = app
+                    .view
+                    .as_ref()
+                    .map(|v| v.slots.get(ix).map_or(0, |s| s.tokens))
+                    .unwrap_or(0);
+                let left = format!(
+                    "{} {} {:>5} {:>3} {}",
+                    d.glyph(),
+                    kind_glyph(e.kind),
+                    e.seq,
+                    turn,
+                    body
+                );
+                let text = fit(&left, &tokens_label(tokens, d), width);
+                let mut style = theme.disposition(d);
+                if new_turn {
+                    style = style.add_modifier(Modifier::UNDERLINED);
+                }
+                if app
+                    .search
+                    .as_ref()
+                    .is_some_and(|(_, m)| m.binary_search(&ix).is_ok())
+                {
+                    style = style.add_modifier(Modifier::BOLD);
+                }
+                Line::styled(text, style)
+            }
+            HistoryRow::Split => {
+                let label = match app.view.as_ref().and_then(|v| v.stand) {
+                    Some(Stand::Summary(ix)) => {
+                        let s = &session.summaries[ix];
+                        format!(
+                            "── split: summary v{} covers {}..{} ",
+                            s.version, s.from_seq, s.to_seq
+                        )
+                    }
+                    Some(Stand::Placeholder(span)) => {
+                        format!(
+                            "── split: summary needed for {}..{} ",
+                            span.from_seq, span.to_seq
+                        )
+                    }
+                    None => String::new(),
+                };
+                let fill = width.saturating_sub(label.chars().count());
+                Line::styled(
+                    format!("{label}{}", "─".repeat(fill)),
+                    theme.fg(Color::Blue),
+                )
+            }
+        };
+        lines.push(if selected {
+            line.patch_style(Style::default().add_modifier(Modifier::REVERSED))
+        } else {
+            line
+        });
+    }
+    let title = format!(" history · {} events ", session.events.len());
+    let block = pane_block(title, app.focus == Pane::History, theme);
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn tokens_label(tokens: u64, d: Disposition) -> String {
+    match d {
+        Disposition::Status(Status::Summarized | Status::Dropped) | Disposition::Future => {
+            "-".into()
+        }
+        _ => thousands(tokens),
+    }
+}
+
+/// One line for an event: its tool, then its first line.
+fn event_line(e: &Event) -> String {
+    match &e.tool_name {
+        Some(tool) => format!("{tool}: {}", first_line(&e.content)),
+        None => first_line(&e.content).to_string(),
+    }
+}
+
+fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
+    let height = area.height.saturating_sub(2) as usize;
+    app.context_top = scroll(app.context_top, app.context_sel, height);
+    let width = area.width.saturating_sub(2) as usize;
+    let session = app.session();
+    let mut lines = Vec::with_capacity(height);
+    let (count, title) = match &app.view {
+        Some(view) => {
+            for (at, item) in view
+                .order
+                .iter()
+                .enumerate()
+                .skip(app.context_top)
+                .take(height)
+            {
+                let tokens = thousands(view.order_tokens[at]);
+                let (text, style) = match *item {
+                    ItemRef::Event(ix, status) => {
+                        let e = &session.events[ix];
+                        let d = Disposition::Status(status);
+                        let body = if status == Status::Stubbed {
+                            view.policy
+                                .tool_results
+                                .rule_for(e.tool_name.as_deref())
+                                .stub
+                                .to_string()
+                        } else {
+                            event_line(e)
+                        };
+                        let left =
+                            format!("{} {} {:>5} {}", d.glyph(), kind_glyph(e.kind), e.seq, body);
+                        (fit(&left, &tokens, width), theme.disposition(d))
+                    }
+                    ItemRef::Summary(ix) => {
+                        let s = &session.summaries[ix];
+                        let left = format!(
+                            "Σ summary v{} · seqs {}..{} · {}",
+                            s.version,
+                            s.from_seq,
+                            s.to_seq,
+                            first_line(&s.content)
+                        );
+                        (
+                            fit(&left, &tokens, width),
+                            theme.fg(Color::Blue).add_modifier(Modifier::BOLD),
+                        )
+                    }
+                    ItemRef::Placeholder(span) => {
+                        let left = format!(
+                            "Σ? summary needed · seqs {}..{}",
+                            span.from_seq, span.to_seq
+                        );
+                        (
+                            fit(&left, &tokens, width),
+                            theme.fg(Color::Yellow).add_modifier(Modifier::BOLD),
+                        )
+                    }
+                    ItemRef::Injection(i) => {
+                        let inj = &view.injections[i];
+                        let left =
+                            format!("+ injection {}: {}", inj.hook, first_line(&inj.content));
+                        (fit(&left, &tokens, width), theme.fg(Color::Cyan))
+                    }
+                };
+                let line = Line::styled(text, style);
+                lines.push(if at == app.context_sel {
+                    line.patch_style(Style::default().add_modifier(Modifier::REVERSED))
+                } else {
+                    line
+                });
+            }
+            (
+                view.order.len(),
+                format!(" context sent · {} items ", view.order.len()),
+            )
+        }
+        None => (0, " context sent ".to_string()),
+    };
+    let _ = count;
+    let block = pane_block(title, app.focus == Pane::Context, theme);
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// The lines of the detail pane for the selected row of the focused pane.
+pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
+    let session = app.session();
+    let from_context =
+        app.focus == Pane::Context || (app.focus == Pane::Detail && app.selected_event().is_none());
+    let item = match (&app.view, from_context) {
+        (Some(view), true) => view.order.get(app.context_sel).copied(),
+        _ => app
+            .selected_event()
+            .map(|ix| ItemRef::Event(ix, Status::Verbatim)),
+    };
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    match item {
+        Some(ItemRef::Event(ix, _)) => {
+            let e = &session.events[ix];
+            let d = disposition(app, ix);
+            lines.push(Line::from(format!(
+                "seq {} · {} · turn {}{}{} · {} tokens",
+                e.seq,
+                e.kind,
+                e.turn,
+                e.tool_name
+                    .as_ref()
+                    .map_or(String::new(), |t| format!(" · {t}")),
+                e.call_id
+                    .as_ref()
+                    .map_or(String::new(), |c| format!(" · call_id {c}")),
+                app.view
+                    .as_ref()
+                    .and_then(|v| v.slots.get(ix))
+                    .map_or("-".into(), |s| thousands(s.tokens)),
+            )));
+            let slot = app.view.as_ref().and_then(|v| v.slots.get(ix));
+            let how = match slot.and_then(|s| s.reducer.map(|r| (r, s.why))) {
+                Some((reducer, why)) => format!(
+                    "{} {} by {}: {}",
+                    d.glyph(),
+                    d.name(),
+                    reducer.as_str(),
+                    why.words(e)
+                ),
+                None => format!("{} {}", d.glyph(), d.name()),
+            };
+            lines.push(Line::from(how));
+            if let Some(partner) = session.partner_of(ix) {
+                let p = &session.events[partner];
+                lines.push(Line::from(format!("pair: {} seq {}", p.kind, p.seq)));
+            }
+            if d == Disposition::Status(Status::Stubbed)
+                && let Some(view) = &app.view
+            {
+                let stub = view
+                    .policy
+                    .tool_results
+                    .rule_for(e.tool_name.as_deref())
+                    .stub;
+                lines.push(Line::from(format!("sent as: {stub}")));
+                lines.push(Line::from("original:"));
+            }
+            lines.push(Line::from(""));
+            lines.extend(
+                pretty(&e.content)
+                    .lines()
+                    .map(|l| Line::from(l.to_string())),
+            );
+        }
+        Some(ItemRef::Summary(ix)) => {
+            let s = &session.summaries[ix];
+            lines.push(Line::from(format!(
+                "summary v{} · covers seqs {}..{} · written {}{}",
+                s.version,
+                s.from_seq,
+                s.to_seq,
+                s.created_at,
+                s.created_by
+                    .as_ref()
+                    .map_or(String::new(), |b| format!(" by {b}"))
+            )));
+            lines.push(Line::from(""));
+            lines.extend(s.content.lines().map(|l| Line::from(l.to_string())));
+        }
+        Some(ItemRef::Placeholder(span)) => {
+            lines.push(Line::from(format!(
+                "placeholder: no recorded summary covers seqs {}..{}; the context needs one",
+                span.from_seq, span.to_seq
+            )));
+            lines.push(Line::from(crate::engine::placeholder_text(session, span)));
+        }
+        Some(ItemRef::Injection(i)) => {
+            if let Some(inj) = app.view.as_ref().and_then(|v| v.injections.get(i)) {
+                lines.push(Line::from(format!("injection from hook '{}'", inj.hook)));
+                lines.push(Line::from(""));
+                lines.extend(inj.content.lines().map(|l| Line::from(l.to_string())));
+            }
+        }
+        None => lines.push(Line::from("nothing selected")),
+    }
+    if let Some(view) = &app.view {
+        for error in &view.errors {
+            lines.push(Line::from(format!(
+                "error ({}): {}",
+                error.kind, error.message
+            )));
+        }
+    }
+    lines
+}
+
+/// JSON pretty-printed; anything else as it is.
+fn pretty(text: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(value @ (serde_json::Value::Object(_) | serde_json::Value::Array(_))) => {
+            serde_json::to_string_pretty(&value).unwrap_or_else(|_| text.to_string())
+        }
+        _ => text.to_string(),
+    }
+}
+
+fn draw_detail(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    let block = pane_block(" detail ".to_string(), app.focus == Pane::Detail, theme);
+    let paragraph = Paragraph::new(detail_lines(app))
+        .block(block)
+        .wrap(Wrap { trim: false })
+        .scroll((app.detail_scroll, 0));
+    frame.render_widget(paragraph, area);
+}
+
+fn draw_footer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    let line = match &app.mode {
+        Mode::Search(text) => {
+            Line::from(format!("search: {text}▏  (Enter to search, Esc to cancel)"))
+        }
+        Mode::Jump(text) => Line::from(format!(
+            "jump to: {text}▏  (a call id like 42, or a seq like s120)"
+        )),
+        _ => {
+            let keys = " ? help · n/p call · [ ] turn · Tab pane · Enter detail · / search · : jump · q quit";
+            let mut spans = vec![Span::styled(keys, theme.fg(Color::DarkGray))];
+            if !app.status.is_empty() {
+                spans.push(Span::raw(format!(" · {}", app.status)));
+            }
+            Line::from(spans)
+        }
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}
+
+/// The help lines: every binding of the keymap, then the legend.
+pub fn help_lines() -> Vec<Line<'static>> {
+    let mut lines = vec![Line::from("keys").add_modifier(Modifier::BOLD)];
+    for b in KEYMAP {
+        lines.push(Line::from(format!("  {:<7} {}", b.label, b.help)));
+    }
+    lines.push(Line::from("  mouse   scroll a pane, click to select a row"));
+    lines.push(Line::from(""));
+    lines.push(Line::from("dispositions at the selected call").add_modifier(Modifier::BOLD));
+    for d in Disposition::ALL {
+        lines.push(Line::from(format!("  {}  {}", d.glyph(), d.name())));
+    }
+    lines.push(Line::from(
+        "  Σ   a summary (Σ? one that is needed)   + an injection",
+    ));
+    lines.push(Line::from(""));
+    lines.push(Line::from("kinds: S system · U user · A assistant · R reasoning · → tool call · ← tool result · C compaction"));
+    lines.push(Line::from(
+        "an underlined row starts a turn; a ── rule marks the split point",
+    ));
+    lines
+}
+
+fn centered(frame: &Frame, width: u16, height: u16) -> Rect {
+    let area = frame.area();
+    let width = width.min(area.width);
+    let height = height.min(area.height);
+    Rect::new(
+        area.x + (area.width - width) / 2,
+        area.y + (area.height - height) / 2,
+        width,
+        height,
+    )
+}
+
+fn draw_help(frame: &mut Frame, theme: Theme) {
+    let lines = help_lines();
+    let area = centered(frame, 78, lines.len() as u16 + 2);
+    frame.render_widget(Clear, area);
+    let block = pane_block(" help · Esc to close ".into(), true, theme);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(Wrap { trim: false }),
+        area,
+    );
+}
+
+fn draw_sessions(frame: &mut Frame, app: &App, sel: usize, theme: Theme) {
+    let sessions = &app.log.sessions;
+    let area = centered(frame, 70, sessions.len() as u16 + 4);
+    frame.render_widget(Clear, area);
+    let mut lines = vec![Line::from("pick a session: j/k, Enter").add_modifier(Modifier::DIM)];
+    for (i, s) in sessions.iter().enumerate() {
+        let text = format!(
+            "{} {} · {} events · {} calls{}",
+            if i == sel { "▶" } else { " " },
+            s.id(),
+            s.events.len(),
+            s.calls.len(),
+            s.session
+                .title
+                .as_ref()
+                .map_or(String::new(), |t| format!(" · {t}"))
+        );
+        let line = Line::from(text);
+        lines.push(if i == sel {
+            line.add_modifier(Modifier::REVERSED)
+        } else {
+            line
+        });
+    }
+    let block = pane_block(" sessions ".into(), true, theme);
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn thousands(n: u64) -> String {
+    crate::cli::thousands(n)
+}

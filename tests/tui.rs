@@ -1,0 +1,193 @@
+//! The inspector: step, then draw into a TestBackend, and read the screen.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ctxlens::log::Store;
+use ctxlens::tui::app::{App, Control};
+use ctxlens::tui::keymap::KEYMAP;
+use ctxlens::tui::render::{self, Theme, help_lines};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::style::Color;
+
+fn sample(name: &str) -> App {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sample-sessions")
+        .join(name);
+    let log = Store::open(&path).unwrap().load().unwrap();
+    App::new(&format!("sample-sessions/{name}"), Arc::new(log))
+}
+
+fn draw(app: &mut App, width: u16, height: u16, theme: Theme) -> Buffer {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|f| render::draw(f, app, theme)).unwrap();
+    terminal.backend().buffer().clone()
+}
+
+fn text(buffer: &Buffer) -> String {
+    let width = buffer.area.width as usize;
+    buffer
+        .content
+        .chunks(width)
+        .map(|row| {
+            row.iter()
+                .map(|c| c.symbol())
+                .collect::<String>()
+                .trim_end()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const COLOR: Theme = Theme { color: true };
+
+fn jump(app: &mut App, to: &str) {
+    app.step(Control::Jump);
+    for c in to.chars() {
+        app.step(Control::Type(c));
+    }
+    app.step(Control::Confirm);
+}
+
+#[test]
+fn the_call_under_a_summary_at_80x24_and_160x48() {
+    for (w, h) in [(80, 24), (160, 48)] {
+        let mut app = sample("forgot-deploy-key.db");
+        jump(&mut app, "44");
+        jump(&mut app, "s136");
+        let screen = text(&draw(&mut app, w, h, COLOR));
+        insta::assert_snapshot!(format!("call44_{w}x{h}"), screen);
+    }
+}
+
+#[test]
+fn help_lists_every_key_of_the_keymap_and_the_legend() {
+    let help: String = help_lines()
+        .iter()
+        .map(|l| {
+            l.spans
+                .iter()
+                .map(|s| s.content.as_ref())
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    for binding in KEYMAP {
+        assert!(
+            help.contains(binding.label),
+            "{} missing from help",
+            binding.label
+        );
+        assert!(
+            help.contains(binding.help),
+            "{} missing from help",
+            binding.help
+        );
+    }
+    for name in [
+        "verbatim",
+        "stubbed",
+        "truncated",
+        "summarized",
+        "pinned",
+        "dropped",
+        "future",
+    ] {
+        assert!(help.contains(name), "legend lacks {name}");
+    }
+    let mut app = sample("tool-heavy.db");
+    app.step(Control::Help);
+    let screen = text(&draw(&mut app, 100, 40, COLOR));
+    assert!(screen.contains("help · Esc to close") && screen.contains("next model call"));
+    app.step(Control::Back);
+    assert!(!text(&draw(&mut app, 100, 40, COLOR)).contains("help · Esc to close"));
+}
+
+/// The cell where `needle` starts on screen.
+fn find(buffer: &Buffer, needle: &str) -> (u16, u16) {
+    let screen = text(buffer);
+    for (y, line) in screen.lines().enumerate() {
+        if let Some(x) = line.find(needle) {
+            let col = line[..x].chars().count() as u16;
+            return (col, y as u16);
+        }
+    }
+    panic!("{needle} not on screen:\n{screen}");
+}
+
+#[test]
+fn a_stub_is_yellow_with_colour_and_still_marked_without() {
+    let mut app = sample("tool-heavy.db");
+    jump(&mut app, "20");
+    let buffer = draw(&mut app, 160, 48, COLOR);
+    // seq 8 is a read_file result from turn 0, expired by the last call.
+    let (x, y) = find(&buffer, "○ ←     8");
+    assert_eq!(buffer[(x, y)].fg, Color::Yellow);
+    let plain = draw(&mut app, 160, 48, Theme { color: false });
+    let (x, y) = find(&plain, "○ ←     8");
+    assert_eq!(plain[(x, y)].fg, Color::Reset);
+    assert_eq!(plain[(x, y)].symbol(), "○");
+}
+
+#[test]
+fn keys_move_through_calls_turns_panes_search_and_sessions() {
+    let mut app = sample("forgot-deploy-key.db");
+    assert_eq!(app.current_call().unwrap().id, 1);
+    app.step(Control::NextCall);
+    assert_eq!(app.current_call().unwrap().id, 2);
+    app.step(Control::NextTurn);
+    let turn = app.current_call().unwrap().turn;
+    assert_eq!(turn, 1);
+    app.step(Control::PrevTurn);
+    assert_eq!(app.current_call().unwrap().id, 1);
+
+    app.step(Control::Search);
+    for c in "deploy key".chars() {
+        app.step(Control::Type(c));
+    }
+    app.step(Control::Confirm);
+    let first = app.selected_event().unwrap();
+    assert!(app.session().events[first].content.contains("deploy key"));
+    app.step(Control::NextMatch);
+    let second = app.selected_event().unwrap();
+    assert!(
+        second > first
+            && app.session().events[second]
+                .content
+                .to_lowercase()
+                .contains("deploy key")
+    );
+    app.step(Control::PrevMatch);
+    assert_eq!(app.selected_event(), Some(first));
+    assert!(app.status.starts_with("match 1/"));
+
+    // The context pane follows the history's selection where the event is sent.
+    app.step(Control::SwitchPane);
+    app.step(Control::Down);
+    let screen = text(&draw(&mut app, 120, 40, COLOR));
+    assert!(screen.contains("detail"));
+
+    let mut two = sample("two-sessions.db");
+    let picker = text(&draw(&mut two, 100, 30, COLOR));
+    assert!(picker.contains("pick a session") && picker.contains("api-review"));
+    two.step(Control::Down);
+    two.step(Control::Confirm);
+    assert_eq!(two.session().id(), "api-review");
+    two.step(Control::Quit);
+    assert!(two.quit);
+}
+
+#[test]
+fn mouse_clicks_select_the_row_under_them() {
+    let mut app = sample("forgot-deploy-key.db");
+    let buffer = draw(&mut app, 120, 40, COLOR);
+    let (_, y) = find(&buffer, "R     3");
+    app.step(Control::ClickAt(5, y));
+    let selected = app.selected_event().unwrap();
+    assert_eq!(app.session().events[selected].seq, 3);
+    app.step(Control::ScrollAt(5, y, true));
+    assert_eq!(app.session().events[app.selected_event().unwrap()].seq, 6);
+}
