@@ -1,0 +1,124 @@
+//! End to end: the real binary in a real terminal (tmux), driven by keys and
+//! read back from the screen, as a user sees it. Skips, saying so, without tmux.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    name: String,
+}
+
+impl Tmux {
+    fn start(width: u16, height: u16, command: &str) -> Option<Tmux> {
+        let available = Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !available {
+            eprintln!("skipped: tmux is not installed (.ci/run installs it)");
+            return None;
+        }
+        let name = format!("ctxlens-test-{}", std::process::id());
+        let status = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &name,
+                "-x",
+                &width.to_string(),
+                "-y",
+                &height.to_string(),
+            ])
+            .arg(command)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        Some(Tmux { name })
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["send-keys", "-t", &self.name])
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.name])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the screen shows `text` (or stops showing it), up to 10 s.
+    fn wait_for(&self, text: &str, present: bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) == present {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited for {text:?} (present: {present}):\n{screen}"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    fn alive(&self) -> bool {
+        Command::new("tmux")
+            .args(["has-session", "-t", &self.name])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.name])
+            .output();
+    }
+}
+
+#[test]
+fn a_user_steps_to_the_call_where_the_fact_was_summarized_away() {
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/forgot-deploy-key.db");
+    let command = format!("{} {}", env!("CARGO_BIN_EXE_ctxlens"), log.display());
+    let Some(tmux) = Tmux::start(100, 30, &command) else {
+        return;
+    };
+    let first = tmux.wait_for("call 1 (1/76)", true);
+    assert!(first.contains("history · 243 events") && first.contains("context sent"));
+
+    tmux.keys(&[":", "4", "4", "Enter"]);
+    let screen = tmux.wait_for("call 44 (44/76)", true);
+    assert!(screen.contains("summary v2"), "{screen}");
+
+    tmux.keys(&["/", "deploy key", "Enter"]);
+    let screen = tmux.wait_for("match 1/", true);
+    assert!(
+        screen.contains("Σ U     2"),
+        "the fact's event is summarized at call 44:\n{screen}"
+    );
+
+    tmux.keys(&["?"]);
+    tmux.wait_for("help · Esc to close", true);
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("help · Esc to close", false);
+
+    tmux.keys(&["p"]);
+    tmux.wait_for("call 43 (43/76)", true);
+    tmux.keys(&["q"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tmux.alive() {
+        assert!(Instant::now() < deadline, "q did not quit");
+        std::thread::yield_now();
+    }
+}
