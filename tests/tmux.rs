@@ -109,9 +109,9 @@ fn a_user_steps_to_the_call_where_the_fact_was_summarized_away() {
     );
 
     tmux.keys(&["?"]);
-    tmux.wait_for("help · Esc to close", true);
+    tmux.wait_for("Esc to close", true);
     tmux.keys(&["Escape"]);
-    tmux.wait_for("help · Esc to close", false);
+    tmux.wait_for("Esc to close", false);
 
     tmux.keys(&["p"]);
     tmux.wait_for("call 43 (43/76)", true);

@@ -101,9 +101,9 @@ fn help_lists_every_key_of_the_keymap_and_the_legend() {
     let mut app = sample("tool-heavy.db");
     app.step(Control::Help);
     let screen = text(&draw(&mut app, 100, 40, COLOR));
-    assert!(screen.contains("help · Esc to close") && screen.contains("next model call"));
+    assert!(screen.contains("Esc to close") && screen.contains("next model call"));
     app.step(Control::Back);
-    assert!(!text(&draw(&mut app, 100, 40, COLOR)).contains("help · Esc to close"));
+    assert!(!text(&draw(&mut app, 100, 40, COLOR)).contains("Esc to close"));
 }
 
 /// The cell where `needle` starts on screen.

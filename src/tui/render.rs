@@ -138,7 +138,7 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
     draw_detail(frame, app, detail, theme);
     draw_footer(frame, app, footer, theme);
     match &app.mode {
-        Mode::Help => draw_help(frame, theme),
+        Mode::Help => draw_help(frame, app.help_scroll, theme),
         Mode::Sessions(sel) => draw_sessions(frame, app, *sel, theme),
         _ => {}
     }
@@ -667,17 +667,16 @@ fn centered(frame: &Frame, width: u16, height: u16) -> Rect {
     )
 }
 
-fn draw_help(frame: &mut Frame, theme: Theme) {
+fn draw_help(frame: &mut Frame, scroll: u16, theme: Theme) {
     let lines = help_lines();
     let area = centered(frame, 78, lines.len() as u16 + 2);
     frame.render_widget(Clear, area);
-    let block = pane_block(" help · Esc to close ".into(), true, theme);
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        area,
-    );
+    let block = pane_block(" help · j/k scroll · Esc to close ".into(), true, theme);
+    let paragraph = Paragraph::new(lines)
+        .block(block)
+        .wrap(Wrap { trim: false })
+        .scroll((scroll, 0));
+    frame.render_widget(paragraph, area);
 }
 
 fn draw_sessions(frame: &mut Frame, app: &App, sel: usize, theme: Theme) {
