@@ -218,11 +218,17 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             second.push(Span::raw(" tokens "));
             second.push(Span::styled(bar, bar_style));
             second.push(Span::raw(format!(
-                " {} / {} target ({}%)",
+                " {} / {} target ({}%, estimated)",
                 thousands(view.total_tokens),
                 thousands(view.budget.target),
                 view.total_tokens * 100 / target
             )));
+            if let Some(reported) = call.usage.input_tokens {
+                second.push(Span::raw(format!(
+                    " · provider reported {}",
+                    thousands(reported.max(0) as u64)
+                )));
+            }
             if let Some(Stand::Summary(ix)) = view.stand {
                 second.push(Span::raw(format!(
                     " · summary v{}",
