@@ -414,7 +414,7 @@ fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
     let width = area.width.saturating_sub(2) as usize;
     let session = app.session();
     let mut lines = Vec::with_capacity(height);
-    let (count, title) = match &app.view {
+    let title = match &app.view {
         Some(view) => {
             for (at, item) in view
                 .order
@@ -479,14 +479,10 @@ fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                     line
                 });
             }
-            (
-                view.order.len(),
-                format!(" context sent · {} items ", view.order.len()),
-            )
+            format!(" context sent · {} items ", view.order.len())
         }
-        None => (0, " context sent ".to_string()),
+        None => " context sent ".to_string(),
     };
-    let _ = count;
     let block = pane_block(title, app.focus == Pane::Context, theme);
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
