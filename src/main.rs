@@ -16,6 +16,9 @@ use ctxlens::tokens::Encoding;
 struct Args {
     /// Open the inspector on this log (press ? inside for the keys).
     log: Option<PathBuf>,
+    /// Start at the newest call and follow the log as it grows.
+    #[arg(long)]
+    follow: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -77,8 +80,17 @@ enum Command {
     /// Write the sample sessions into DIR, byte-for-byte the same every time.
     ///
     /// Writes forgot-deploy-key.db, tool-heavy.db, two-sessions.db and broken.db,
-    /// replacing files of those names.
-    Sample { dir: PathBuf },
+    /// replacing files of those names. With --live, writes DIR/live.db instead, one event
+    /// at a time, so `ctxlens DIR/live.db --follow` can watch it grow.
+    Sample {
+        dir: PathBuf,
+        /// Write DIR/live.db slowly, as a running agent would.
+        #[arg(long)]
+        live: bool,
+        /// With --live: milliseconds between events.
+        #[arg(long, default_value_t = 200, value_name = "MS")]
+        pace: u64,
+    },
 }
 
 /// How a command chooses its policy.
@@ -111,7 +123,9 @@ fn main() -> ExitCode {
             }),
             _,
         ) => cli::stats::run(&log, encoding, json),
-        (Some(Command::Sample { dir }), _) => cli::sample::run(&dir),
+        (Some(Command::Sample { dir, live, pace }), _) => {
+            cli::sample::run(&dir, live.then_some(pace))
+        }
         (
             Some(Command::Project {
                 log,
@@ -133,7 +147,7 @@ fn main() -> ExitCode {
             _,
         ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
             .and_then(|choice| cli::replay::run(&log, session.as_deref(), &choice, json)),
-        (None, Some(log)) => ctxlens::tui::run(&log),
+        (None, Some(log)) => ctxlens::tui::run(&log, args.follow),
         (None, None) => {
             use clap::CommandFactory;
             let _ = Args::command().print_help();

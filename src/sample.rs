@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::engine::{self, Counts, ItemRef, Span, SummaryState};
 use crate::log::{LogError, Writer};
@@ -33,20 +34,9 @@ pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>, LogError> {
     let mut written = Vec::new();
     for name in FILES {
         let path = dir.join(name);
-        for stale in [
-            path.clone(),
-            wal_sibling(&path, "-wal"),
-            wal_sibling(&path, "-shm"),
-        ] {
-            if stale.exists() {
-                std::fs::remove_file(&stale).map_err(|error| LogError::Io {
-                    path: stale.clone(),
-                    error,
-                })?;
-            }
-        }
+        remove_log(&path)?;
         match name {
-            "forgot-deploy-key.db" => forgot_deploy_key(&path)?,
+            "forgot-deploy-key.db" => forgot_deploy_key(&path, None)?,
             "tool-heavy.db" => tool_heavy(&path)?,
             "two-sessions.db" => two_sessions(&path)?,
             _ => broken(&path)?,
@@ -54,6 +44,40 @@ pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>, LogError> {
         written.push(path);
     }
     Ok(written)
+}
+
+/// The file `write_live` writes.
+pub const LIVE_FILE: &str = "live.db";
+
+/// Writes the forgot-deploy-key story into `dir/live.db` as a running agent
+/// would: one event at a time, `pace` apart, so a follower can watch it grow.
+/// The log stays in WAL mode while it is written.
+pub fn write_live(dir: &Path, pace: Duration) -> Result<PathBuf, LogError> {
+    std::fs::create_dir_all(dir).map_err(|error| LogError::Io {
+        path: dir.to_path_buf(),
+        error,
+    })?;
+    let path = dir.join(LIVE_FILE);
+    remove_log(&path)?;
+    forgot_deploy_key(&path, Some(pace))?;
+    Ok(path)
+}
+
+/// Removes a log and its -wal and -shm, where they exist.
+fn remove_log(path: &Path) -> Result<(), LogError> {
+    for stale in [
+        path.to_path_buf(),
+        wal_sibling(path, "-wal"),
+        wal_sibling(path, "-shm"),
+    ] {
+        if stale.exists() {
+            std::fs::remove_file(&stale).map_err(|error| LogError::Io {
+                path: stale.clone(),
+                error,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 fn wal_sibling(path: &Path, suffix: &str) -> PathBuf {
@@ -70,7 +94,7 @@ const SYSTEM_PROMPT: &str = "You are a careful coding agent working in the user'
 Use the tools to read files, search and run tests. Keep the user informed and ask before anything irreversible.";
 
 /// A coding session of 31 turns where a durable fact from turn 0 is summarized away.
-fn forgot_deploy_key(path: &Path) -> Result<(), LogError> {
+fn forgot_deploy_key(path: &Path, pace: Option<Duration>) -> Result<(), LogError> {
     let policy = sample_policy(&[
         "budget.context_window=10000",
         "budget.output_reserve=3000",
@@ -78,6 +102,7 @@ fn forgot_deploy_key(path: &Path) -> Result<(), LogError> {
         "tool_results.keep_turns=3",
     ]);
     let mut host = Host::create(path, "forgot-deploy-key", "billing release prep", policy)?;
+    host.pace = pace;
     host.state.injection = Some(("date", "Today is Monday, 2 March 2026."));
     host.session(
         json!({"model": "claude-sonnet-4-5", "context_window": 10000, "source": "ctxlens sample"}),
@@ -524,6 +549,7 @@ fn two_sessions(path: &Path) -> Result<(), LogError> {
                 writer: &mut writer,
                 seq: &mut seq,
                 clock: &mut clock,
+                pace: None,
             };
             if turn == 0 {
                 host.system(&mut io, SYSTEM_PROMPT)?;
@@ -651,6 +677,22 @@ struct Io<'a> {
     writer: &'a mut Writer,
     seq: &'a mut i64,
     clock: &'a mut Clock,
+    /// For a live sample: the wall-clock pause after each event.
+    pace: Option<Duration>,
+}
+
+impl Io<'_> {
+    /// Appends events; a live sample appends them one at a time, pausing after each.
+    fn append(&mut self, events: &[Event]) -> Result<(), LogError> {
+        let Some(pace) = self.pace else {
+            return self.writer.append(events);
+        };
+        for event in events {
+            self.writer.append(std::slice::from_ref(event))?;
+            std::thread::sleep(pace);
+        }
+        Ok(())
+    }
 }
 
 /// One session's host-side state: its log as the host sees it, and the
@@ -731,7 +773,7 @@ impl HostState {
 
     fn system(&mut self, io: &mut Io, text: &str) -> Result<(), LogError> {
         let e = self.event(io, Kind::System, text, None);
-        io.writer.append(&[e])
+        io.append(&[e])
     }
 
     fn user(&mut self, io: &mut Io, text: &str) -> Result<(), LogError> {
@@ -740,7 +782,7 @@ impl HostState {
         }
         self.started = true;
         let e = self.event(io, Kind::User, text, None);
-        io.writer.append(&[e])
+        io.append(&[e])
     }
 
     /// One step: a model call, then the agent's text and tool calls, then the results.
@@ -757,13 +799,13 @@ impl HostState {
         for (tool, id) in tools.iter().zip(&ids) {
             batch.push(self.event(io, Kind::ToolCall, &tool.arguments, Some((tool.name, id))));
         }
-        io.writer.append(&batch)?;
+        io.append(&batch)?;
         let results: Vec<Event> = tools
             .iter()
             .zip(&ids)
             .map(|(tool, id)| self.event(io, Kind::ToolResult, &tool.result, Some((tool.name, id))))
             .collect();
-        io.writer.append(&results)
+        io.append(&results)
     }
 
     /// The final step of a turn: a model call answered with text only.
@@ -771,7 +813,7 @@ impl HostState {
         self.record_call(io)?;
         let text = format!("{text} {}", filler(io.clock.seconds as u64, 3));
         let e = self.event(io, Kind::Assistant, &text, None);
-        io.writer.append(&[e])
+        io.append(&[e])
     }
 
     /// Projects the context with the engine, exactly as replay will, and
@@ -878,6 +920,7 @@ struct Host {
     seq: i64,
     clock: Clock,
     state: HostState,
+    pace: Option<Duration>,
 }
 
 impl Host {
@@ -887,6 +930,7 @@ impl Host {
             seq: 0,
             clock: Clock::default(),
             state: HostState::new(id, title, policy),
+            pace: None,
         })
     }
 
@@ -896,6 +940,7 @@ impl Host {
                 writer: &mut self.writer,
                 seq: &mut self.seq,
                 clock: &mut self.clock,
+                pace: self.pace,
             },
             &mut self.state,
         )

@@ -10,7 +10,7 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn start(width: u16, height: u16, command: &str) -> Option<Tmux> {
+    fn start(tag: &str, width: u16, height: u16, command: &str) -> Option<Tmux> {
         let available = Command::new("tmux")
             .arg("-V")
             .output()
@@ -19,7 +19,7 @@ impl Tmux {
             eprintln!("skipped: tmux is not installed (.ci/run installs it)");
             return None;
         }
-        let name = format!("ctxlens-test-{}", std::process::id());
+        let name = format!("ctxlens-{tag}-{}", std::process::id());
         let status = Command::new("tmux")
             .args([
                 "new-session",
@@ -91,7 +91,7 @@ impl Drop for Tmux {
 fn a_user_steps_to_the_call_where_the_fact_was_summarized_away() {
     let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/forgot-deploy-key.db");
     let command = format!("{} {}", env!("CARGO_BIN_EXE_ctxlens"), log.display());
-    let Some(tmux) = Tmux::start(100, 30, &command) else {
+    let Some(tmux) = Tmux::start("steps", 100, 30, &command) else {
         return;
     };
     let first = tmux.wait_for("call 1 (1/76)", true);
@@ -121,4 +121,59 @@ fn a_user_steps_to_the_call_where_the_fact_was_summarized_away() {
         assert!(Instant::now() < deadline, "q did not quit");
         std::thread::yield_now();
     }
+}
+
+#[test]
+fn follow_mode_shows_calls_as_a_running_agent_writes_them() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let mut writer = Command::new(env!("CARGO_BIN_EXE_ctxlens"))
+        .args(["sample", "--live", "--pace", "10"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = dir.path().join("live.db");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // The inspector needs a log with a session to open.
+    while Command::new(env!("CARGO_BIN_EXE_ctxlens"))
+        .arg("check")
+        .arg(&log)
+        .output()
+        .map_or(true, |o| {
+            !String::from_utf8_lossy(&o.stdout).contains("1 sessions")
+        })
+    {
+        assert!(Instant::now() < deadline, "no live log appeared");
+        std::thread::yield_now();
+    }
+    let command = format!(
+        "{} {} --follow",
+        env!("CARGO_BIN_EXE_ctxlens"),
+        log.display()
+    );
+    let Some(tmux) = Tmux::start("follow", 120, 30, &command) else {
+        let _ = writer.kill();
+        let _ = writer.wait();
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Following, the header shows the newest call as the count grows to the end.
+    loop {
+        let screen = tmux.screen();
+        if screen.contains("call 76 (76/76)") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never reached the last call:\n{screen}"
+        );
+        std::thread::yield_now();
+    }
+    let _ = writer.wait();
+    tmux.keys(&["p"]);
+    tmux.wait_for("following paused", true);
+    tmux.keys(&["F"]);
+    tmux.wait_for("call 76 (76/76)", true);
+    tmux.keys(&["q"]);
 }

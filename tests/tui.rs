@@ -64,6 +64,17 @@ fn the_call_under_a_summary_at_80x24_and_160x48() {
 }
 
 #[test]
+fn no_key_is_bound_twice() {
+    let mut seen = Vec::new();
+    for binding in KEYMAP {
+        for key in binding.keys {
+            assert!(!seen.contains(key), "{key:?} is bound twice");
+            seen.push(*key);
+        }
+    }
+}
+
+#[test]
 fn help_lists_every_key_of_the_keymap_and_the_legend() {
     let help: String = help_lines()
         .iter()

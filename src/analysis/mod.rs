@@ -55,7 +55,12 @@ pub struct ProjectionCache {
 impl ProjectionCache {
     pub fn counts(&mut self, session: &SessionLog, encoding: Encoding) -> Arc<Counts> {
         let key = (session.id().to_string(), encoding);
-        if let Some(counts) = self.counts.get(&key) {
+        // A log being followed grows: counts made before are rebuilt (the
+        // token cache still has every event counted so far).
+        if let Some(counts) = self.counts.get(&key)
+            && counts.events.len() == session.events.len()
+            && counts.summaries.len() == session.summaries.len()
+        {
             return Arc::clone(counts);
         }
         let counts = Arc::new(Counts::new(session, encoding, &mut self.tokens));

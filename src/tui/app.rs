@@ -28,6 +28,7 @@ pub enum Control {
     PrevMatch,
     Jump,
     Sessions,
+    Follow,
     Help,
     Back,
     Quit,
@@ -119,6 +120,8 @@ pub struct App {
     pub search: Option<(String, Vec<usize>)>,
     pub status: String,
     pub quit: bool,
+    /// Follow the newest call as the log grows (lnav's follow mode).
+    pub follow: bool,
     pub areas: Areas,
     pub page: usize,
     choice: PolicyChoice,
@@ -157,6 +160,7 @@ impl App {
             search: None,
             status: String::new(),
             quit: false,
+            follow: false,
             areas: Areas::default(),
             page: 10,
             choice: PolicyChoice::default(),
@@ -199,6 +203,48 @@ impl App {
         self.history_sel = 0;
         self.history_top = 0;
         self.select_call(0);
+    }
+
+    /// The log grew (or was replaced): take in the new calls, and follow
+    /// the newest one when following.
+    pub fn refresh(&mut self) {
+        self.session = self.session.min(self.log.sessions.len().saturating_sub(1));
+        let current = self.current_call().map(|c| c.id);
+        let before = self.calls.len();
+        let s = &self.log.sessions[self.session];
+        let mut calls: Vec<usize> = (0..s.calls.len()).collect();
+        calls.sort_by_key(|&ix| s.calls[ix].id);
+        let index = if self.follow {
+            calls.len().saturating_sub(1)
+        } else {
+            current
+                .and_then(|id| calls.iter().position(|&ix| s.calls[ix].id == id))
+                .unwrap_or(self.call)
+        };
+        let arrived = calls.len().saturating_sub(before);
+        self.calls = calls;
+        self.select_call(index);
+        if self.follow {
+            self.history_sel = self.rows.len().saturating_sub(1);
+            self.sync_from_history();
+            self.status = "following the log".to_string();
+        } else if arrived > 0 {
+            let newer = self.calls.len().saturating_sub(self.call + 1);
+            self.status = format!("following paused: {newer} newer calls · F to follow");
+        }
+    }
+
+    /// Shows another version of the log (the file was replaced).
+    pub fn replace_log(&mut self, log: Arc<Log>) {
+        self.log = log;
+        self.cache = ProjectionCache::default();
+        self.refresh();
+    }
+
+    /// Goes to the newest call and follows the log from there.
+    pub fn follow_newest(&mut self) {
+        self.follow = true;
+        self.refresh();
     }
 
     /// Projects the call at `index` of the session's calls and shows it.
@@ -339,14 +385,35 @@ impl App {
         }
         let page = self.page.max(1) as isize;
         match control {
-            Control::Up => self.move_by(-1),
+            Control::Up => {
+                self.pause();
+                self.move_by(-1)
+            }
             Control::Down => self.move_by(1),
-            Control::PageUp => self.move_by(-page),
+            Control::PageUp => {
+                self.pause();
+                self.move_by(-page)
+            }
             Control::PageDown => self.move_by(page),
-            Control::Top => self.move_by(isize::MIN / 2),
+            Control::Top => {
+                self.pause();
+                self.move_by(isize::MIN / 2)
+            }
+            // Going to the end of the history resumes following, as in lnav.
+            Control::Bottom if self.focus == Pane::History => self.follow_newest(),
             Control::Bottom => self.move_by(isize::MAX / 2),
-            Control::NextCall => self.select_call(self.call + 1),
-            Control::PrevCall => self.select_call(self.call.saturating_sub(1)),
+            Control::NextCall => {
+                self.select_call(self.call + 1);
+                // At the newest call the view follows the log.
+                if self.call + 1 == self.calls.len() {
+                    self.follow = true;
+                }
+            }
+            Control::PrevCall => {
+                self.pause();
+                self.select_call(self.call.saturating_sub(1))
+            }
+            Control::Follow => self.follow_newest(),
             Control::NextTurn | Control::PrevTurn => self.step_turn(control == Control::NextTurn),
             Control::SwitchPane => {
                 self.focus = match self.focus {
@@ -380,6 +447,14 @@ impl App {
             }
             Control::ClickAt(col, row) => self.click(col, row),
             Control::Type(_) | Control::Erase | Control::Confirm => {}
+        }
+    }
+
+    /// Moving back stops following, and says so.
+    fn pause(&mut self) {
+        if self.follow {
+            self.follow = false;
+            self.status = "following paused · F or G to follow again".to_string();
         }
     }
 

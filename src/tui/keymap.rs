@@ -108,8 +108,8 @@ pub const KEYMAP: &[Binding] = &[
         "next search match",
     ),
     bind(
-        &[KeyCode::Char('F')],
-        "F",
+        &[KeyCode::Char('b')],
+        "b",
         Control::PrevMatch,
         "previous search match",
     ),
@@ -124,6 +124,12 @@ pub const KEYMAP: &[Binding] = &[
         "s",
         Control::Sessions,
         "pick a session",
+    ),
+    bind(
+        &[KeyCode::Char('F')],
+        "F",
+        Control::Follow,
+        "follow the log: go to the newest call and stay there (G in the history too)",
     ),
     bind(&[KeyCode::Char('?')], "?", Control::Help, "this help"),
     bind(

@@ -1,27 +1,37 @@
 //! `ctxlens LOG`: the inspector. Input becomes a `Control`, `App::step`
-//! changes the state, `render::draw` shows it.
+//! changes the state, `render::draw` shows it. Key presses and file changes
+//! arrive on one channel; the screen is drawn after each batch of them.
 
 pub mod app;
 pub mod keymap;
+pub mod live;
 pub mod render;
 
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
 
 use ratatui::crossterm::event::{
     self, DisableMouseCapture, EnableMouseCapture, Event, KeyEventKind, MouseEventKind,
 };
 use ratatui::crossterm::execute;
 
-use crate::cli::{Outcome, load};
+use crate::cli::Outcome;
+use crate::log::Store;
 use app::{App, Control, Mode};
+use live::{Msg, Tail};
 use render::Theme;
+
+/// How often the log is looked at even when the watcher says nothing.
+const POLL: Duration = Duration::from_secs(1);
 
 /// Opens the inspector on `path`. A log that cannot be loaded is reported
 /// before the screen changes; the terminal is restored on every way out.
-pub fn run(path: &Path) -> anyhow::Result<Outcome> {
-    let log = Arc::new(load(path)?);
+pub fn run(path: &Path, follow: bool) -> anyhow::Result<Outcome> {
+    let mut store = Store::open(path)?;
+    let log = Arc::new(store.load()?);
     if log.sessions.is_empty() {
         anyhow::bail!("{}: the log has no sessions to inspect", path.display());
     }
@@ -31,6 +41,8 @@ pub fn run(path: &Path) -> anyhow::Result<Outcome> {
             path.display()
         );
     }
+    let (tx, rx) = mpsc::channel();
+    let tail = Tail::start(path, store, tx.clone())?;
     let mut terminal = ratatui::try_init()?;
     // ratatui's own panic hook restores the screen; mouse capture is ours to undo.
     let previous = std::panic::take_hook();
@@ -39,7 +51,15 @@ pub fn run(path: &Path) -> anyhow::Result<Outcome> {
         previous(info);
     }));
     let _ = execute!(std::io::stdout(), EnableMouseCapture);
-    let result = event_loop(&mut terminal, path, log);
+    std::thread::spawn(move || {
+        while let Ok(event) = event::read() {
+            if tx.send(Msg::Input(event)).is_err() {
+                break;
+            }
+        }
+    });
+    let app = App::unprojected(&path.display().to_string(), log);
+    let result = event_loop(&mut terminal, app, tail, rx, follow);
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::try_restore()?;
     result.map(|()| Outcome::Done)
@@ -47,36 +67,55 @@ pub fn run(path: &Path) -> anyhow::Result<Outcome> {
 
 fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
-    path: &Path,
-    log: Arc<Log>,
+    mut app: App,
+    mut tail: Tail,
+    rx: mpsc::Receiver<Msg>,
+    follow: bool,
 ) -> anyhow::Result<()> {
     let theme = Theme::from_env();
-    let mut app = App::unprojected(&path.display().to_string(), log);
     terminal.draw(|frame| render::draw(frame, &mut app, theme))?;
     app.start();
+    if follow {
+        app.follow_newest();
+    }
     while !app.quit {
         terminal.draw(|frame| render::draw(frame, &mut app, theme))?;
-        let typing = matches!(app.mode, Mode::Search(_) | Mode::Jump(_));
-        let control = match event::read()? {
-            Event::Key(key) if key.kind != KeyEventKind::Release => {
-                keymap::control_for(key, typing)
-            }
-            Event::Mouse(mouse) => match mouse.kind {
-                MouseEventKind::ScrollDown => {
-                    Some(Control::ScrollAt(mouse.column, mouse.row, true))
-                }
-                MouseEventKind::ScrollUp => Some(Control::ScrollAt(mouse.column, mouse.row, false)),
-                MouseEventKind::Down(_) => Some(Control::ClickAt(mouse.column, mouse.row)),
-                _ => None,
-            },
-            // A resize redraws at the new size on the next turn of the loop.
-            _ => None,
+        let first = match rx.recv_timeout(POLL) {
+            Ok(msg) => Some(msg),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
         };
-        if let Some(control) = control {
-            app.step(control);
+        // Everything that arrived meanwhile is handled before the next frame;
+        // the log is looked at once however many changes were announced.
+        let mut look = first.is_none();
+        for msg in first.into_iter().chain(rx.try_iter()) {
+            match msg {
+                Msg::Changed => look = true,
+                Msg::Input(input) => {
+                    if let Some(control) = control_for(&app, input) {
+                        app.step(control);
+                    }
+                }
+            }
+        }
+        if look && let Err(error) = tail.apply(&mut app) {
+            app.status = format!("{error} · retrying");
         }
     }
     Ok(())
 }
 
-use crate::model::Log;
+fn control_for(app: &App, input: Event) -> Option<Control> {
+    let typing = matches!(app.mode, Mode::Search(_) | Mode::Jump(_));
+    match input {
+        Event::Key(key) if key.kind != KeyEventKind::Release => keymap::control_for(key, typing),
+        Event::Mouse(mouse) => match mouse.kind {
+            MouseEventKind::ScrollDown => Some(Control::ScrollAt(mouse.column, mouse.row, true)),
+            MouseEventKind::ScrollUp => Some(Control::ScrollAt(mouse.column, mouse.row, false)),
+            MouseEventKind::Down(_) => Some(Control::ClickAt(mouse.column, mouse.row)),
+            _ => None,
+        },
+        // A resize redraws at the new size on the next turn of the loop.
+        _ => None,
+    }
+}
