@@ -21,6 +21,8 @@ pub struct CallReplay {
     /// How many differences there are in all.
     pub differences_total: usize,
     pub total_tokens: u64,
+    /// The reduction target the call was projected against.
+    pub target_tokens: u64,
     pub prefix_reused_tokens: u64,
     pub summary_version: Option<i64>,
     pub over_budget: bool,
@@ -122,6 +124,7 @@ fn replay_session(
                 differences: vec![Difference::Unreadable { message }],
                 differences_total: 1,
                 total_tokens: 0,
+                target_tokens: 0,
                 prefix_reused_tokens: 0,
                 summary_version: None,
                 over_budget: false,
@@ -175,6 +178,7 @@ pub fn compare(
         differences,
         differences_total: total,
         total_tokens: projected.total_tokens,
+        target_tokens: projected.budget.target,
         prefix_reused_tokens: reused,
         summary_version: projected_version,
         over_budget: projected.over_budget,

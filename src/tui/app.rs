@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::analysis::replay::compare;
+use crate::analysis::replay::{CallReplay, compare, replay};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::engine::{CallError, ItemRef, Slot, Span, Stand};
 use crate::model::{Injection, Log, ModelCall, SessionLog};
@@ -124,6 +124,8 @@ pub struct App {
     pub follow: bool,
     pub areas: Areas,
     pub page: usize,
+    /// Every call of the session replayed: tokens, cache reuse, summary versions.
+    pub metrics: Vec<CallReplay>,
     choice: PolicyChoice,
     cache: ProjectionCache,
 }
@@ -163,6 +165,7 @@ impl App {
             follow: false,
             areas: Areas::default(),
             page: 10,
+            metrics: Vec::new(),
             choice: PolicyChoice::default(),
             cache: ProjectionCache::default(),
         };
@@ -203,6 +206,14 @@ impl App {
         self.history_sel = 0;
         self.history_top = 0;
         self.select_call(0);
+        self.measure();
+    }
+
+    /// Replays the session's calls for the metrics strip.
+    fn measure(&mut self) {
+        let log = Arc::clone(&self.log);
+        let id = log.sessions[self.session].id().to_string();
+        self.metrics = replay(&log, Some(&id), &self.choice, &mut self.cache).calls;
     }
 
     /// The log grew (or was replaced): take in the new calls, and follow
@@ -224,6 +235,7 @@ impl App {
         let arrived = calls.len().saturating_sub(before);
         self.calls = calls;
         self.select_call(index);
+        self.measure();
         if self.follow {
             self.history_sel = self.rows.len().saturating_sub(1);
             self.sync_from_history();

@@ -117,8 +117,11 @@ pub fn disposition(app: &App, ix: usize) -> Disposition {
 
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
-    let [header, middle, detail, footer] = Layout::vertical([
+    // The metrics strip needs room: on short terminals the panes come first.
+    let strip_height = if frame.area().height >= 30 { 3 } else { 0 };
+    let [header, strip, middle, detail, footer] = Layout::vertical([
         Constraint::Length(3),
+        Constraint::Length(strip_height),
         Constraint::Fill(3),
         Constraint::Fill(if app.detail_zoom { 6 } else { 2 }),
         Constraint::Length(1),
@@ -132,6 +135,7 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
     app.page = history.height.saturating_sub(2) as usize;
 
     draw_header(frame, app, header, theme);
+    draw_metrics(frame, app, strip, theme);
     level_panes(app, history.height.saturating_sub(2) as usize);
     draw_history(frame, app, history, theme);
     draw_context(frame, app, context, theme);
@@ -272,6 +276,95 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         Paragraph::new(vec![Line::from(first), Line::from(second)]).block(block),
         area,
     );
+}
+
+/// One column per call (or per bucket of calls on a narrow screen): tokens
+/// against the target, where the provider's cache broke, and the summary version.
+fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    if area.height == 0 || app.metrics.is_empty() {
+        return;
+    }
+    let points = &app.metrics;
+    let label = 9usize;
+    let info = 34usize;
+    let columns = (area.width as usize)
+        .saturating_sub(label + info + 1)
+        .max(1);
+    let per = points.len().div_ceil(columns).max(1);
+    let selected = app.call / per;
+    const BARS: [&str; 8] = ["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"];
+    let mut rows: [Vec<Span>; 3] = [
+        vec![Span::raw(" tokens  ")],
+        vec![Span::raw(" cache   ")],
+        vec![Span::raw(" summary ")],
+    ];
+    for (column, bucket) in points.chunks(per).enumerate() {
+        let fill = bucket
+            .iter()
+            .map(|p| p.total_tokens as f64 / p.target_tokens.max(1) as f64)
+            .fold(0.0, f64::max);
+        let over = bucket.iter().any(|p| p.over_budget);
+        let bar = BARS[((fill * 7.0).round() as usize).min(7)];
+        // A call whose cached prefix is less than half the call before it.
+        let broke = bucket.iter().enumerate().any(|(i, p)| {
+            let before = column * per + i;
+            before > 0 && p.prefix_reused_tokens * 2 < points[before - 1].total_tokens
+        });
+        let version = bucket
+            .last()
+            .and_then(|p| p.summary_version)
+            .map_or("·".to_string(), |v| (v % 10).to_string());
+        let mark = |style: Style| {
+            if column == selected {
+                style.add_modifier(Modifier::REVERSED)
+            } else {
+                style
+            }
+        };
+        let bar_style = if over {
+            theme.fg(Color::Red)
+        } else {
+            theme.fg(Color::Green)
+        };
+        rows[0].push(Span::styled(
+            if over { "!" } else { bar }.to_string(),
+            mark(bar_style),
+        ));
+        rows[1].push(Span::styled(
+            if broke { "╳" } else { "─" }.to_string(),
+            mark(if broke {
+                theme.fg(Color::Yellow)
+            } else {
+                theme.fg(Color::DarkGray)
+            }),
+        ));
+        rows[2].push(Span::styled(version, mark(theme.fg(Color::Blue))));
+    }
+    if let Some(p) = points.get(app.call) {
+        let lost = app.call.checked_sub(1).map_or(0, |b| {
+            points[b]
+                .total_tokens
+                .saturating_sub(p.prefix_reused_tokens)
+        });
+        rows[0].push(Span::raw(format!(
+            "  call {}: {} of {}",
+            p.call,
+            thousands(p.total_tokens),
+            thousands(p.target_tokens)
+        )));
+        rows[1].push(Span::raw(format!(
+            "  reused {} · lost {}",
+            thousands(p.prefix_reused_tokens),
+            thousands(lost)
+        )));
+        rows[2].push(Span::raw(format!(
+            "  {}",
+            p.summary_version
+                .map_or("no summary".into(), |v| format!("summary v{v}"))
+        )));
+    }
+    let lines: Vec<Line> = rows.into_iter().map(Line::from).collect();
+    frame.render_widget(Paragraph::new(lines), area);
 }
 
 /// The first non-blank line of `text`, flattened.
