@@ -202,3 +202,118 @@ fn mouse_clicks_select_the_row_under_them() {
     app.step(Control::ScrollAt(5, y, true));
     assert_eq!(app.session().events[app.selected_event().unwrap()].seq, 6);
 }
+
+fn edit(app: &mut App, key: &str, up: bool) {
+    app.step(Control::Edit);
+    let at = ctxlens::tui::editor::rows(app)
+        .iter()
+        .position(|r| r.key == key)
+        .unwrap();
+    for _ in 0..at {
+        app.step(Control::Down);
+    }
+    app.step(Control::Type(if up { '+' } else { '-' }));
+    app.step(Control::Back);
+}
+
+#[test]
+fn a_policy_edit_projects_like_the_cli_with_the_same_set() {
+    let mut app = sample("forgot-deploy-key.db");
+    jump(&mut app, "76");
+    edit(&mut app, "tool_results.keep_turns", false);
+    assert_eq!(app.overrides(), ["tool_results.keep_turns=2"]);
+    let screen = text(&draw(&mut app, 200, 48, COLOR));
+    assert!(screen.contains("edited*"), "{screen}");
+
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/forgot-deploy-key.db");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ctxlens"))
+        .args([
+            "project",
+            "--json",
+            "--call",
+            "76",
+            "--set",
+            "tool_results.keep_turns=2",
+        ])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let cli: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let view = app.view.clone().unwrap();
+    assert_eq!(cli["total_tokens"].as_u64(), Some(view.total_tokens));
+    let statuses: Vec<&str> = view.slots.iter().map(|s| s.status.as_str()).collect();
+    let cli_statuses: Vec<&str> = cli["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, cli_statuses);
+
+    // d marks what the edit disposes of differently than the record.
+    assert!(!view.matches_record);
+    app.step(Control::Diff);
+    let marked = view.differs.iter().filter(|d| **d).count();
+    assert!(marked > 0);
+    assert!(text(&draw(&mut app, 160, 48, COLOR)).contains('≠'));
+
+    // Undo and reset go back to the recorded policy, which matches its record.
+    app.step(Control::Edit);
+    app.step(Control::Type('u'));
+    app.step(Control::Back);
+    assert!(app.overrides().is_empty());
+    assert!(app.view.as_ref().unwrap().matches_record);
+    edit(&mut app, "window.max_turns", true);
+    app.step(Control::Edit);
+    app.step(Control::Type('r'));
+    assert!(app.overrides().is_empty());
+}
+
+#[test]
+fn a_bad_value_is_refused_and_saving_writes_a_policy_that_loads() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let log_path = dir.path().join("copy.db");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/tool-heavy.db"),
+        &log_path,
+    )
+    .unwrap();
+    let log = Store::open(&log_path).unwrap().load().unwrap();
+    let mut app = App::new(&log_path.display().to_string(), Arc::new(log));
+    // Typing a value: an output reserve as large as the window is refused.
+    app.step(Control::Edit);
+    let at = ctxlens::tui::editor::rows(&app)
+        .iter()
+        .position(|r| r.key == "budget.output_reserve")
+        .unwrap();
+    for _ in 0..at {
+        app.step(Control::Down);
+    }
+    app.step(Control::Confirm);
+    for _ in 0..10 {
+        app.step(Control::Erase);
+    }
+    for c in "999999".chars() {
+        app.step(Control::Type(c));
+    }
+    app.step(Control::Confirm);
+    assert!(
+        app.status.contains("budget.output_reserve"),
+        "{}",
+        app.status
+    );
+    assert!(app.overrides().is_empty());
+    app.step(Control::Back);
+
+    edit(&mut app, "tool_results.keep_turns", true);
+    app.step(Control::Edit);
+    app.step(Control::Type('w'));
+    let saved = dir.path().join("copy.policy.toml");
+    let text = std::fs::read_to_string(&saved).unwrap();
+    let policy = ctxlens::policy::PolicyBuilder::new()
+        .file("copy.policy.toml", &text)
+        .and_then(|b| b.build())
+        .unwrap();
+    assert_eq!(&policy, &app.view.as_ref().unwrap().policy);
+    assert_eq!(policy.tool_results.keep_turns, 2);
+}

@@ -68,6 +68,11 @@ impl ProjectionCache {
         counts
     }
 
+    /// Forgets the policies built so far, for when the choice changes.
+    pub fn forget_policies(&mut self) {
+        self.policies.clear();
+    }
+
     /// The policy `choice` gives `call`, built once per distinct recorded policy.
     pub fn policy(
         &mut self,

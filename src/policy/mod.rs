@@ -375,8 +375,41 @@ fn without_nulls(value: serde_json::Value) -> serde_json::Value {
     }
 }
 
-/// The values a string key may take, where it has a fixed set.
-fn allowed_values(key: &str) -> Option<&'static [&'static str]> {
+/// Every key of the shipped defaults, in file order, with the comment above it
+/// (the nearest comment block; keys listed together share it).
+pub fn key_docs() -> Vec<(String, String)> {
+    let mut docs = Vec::new();
+    let mut table = String::new();
+    let mut comment: Vec<&str> = Vec::new();
+    let mut last_doc = String::new();
+    for line in DEFAULTS_TOML.lines() {
+        let line = line.trim();
+        if let Some(text) = line.strip_prefix('#') {
+            comment.push(text.trim());
+        } else if line.starts_with('[') {
+            table = line.trim_matches(['[', ']']).to_string();
+            comment.clear();
+        } else if let Some((key, _)) = line.split_once('=') {
+            if !comment.is_empty() {
+                last_doc = comment.join(" ");
+                comment.clear();
+            }
+            let key = key.trim();
+            let path = if table.is_empty() {
+                key.to_string()
+            } else {
+                format!("{table}.{key}")
+            };
+            docs.push((path, last_doc.clone()));
+        } else if line.is_empty() {
+            comment.clear();
+        }
+    }
+    docs
+}
+
+/// The values a key may take, where it has a fixed set.
+pub fn allowed_values(key: &str) -> Option<&'static [&'static str]> {
     match key {
         "preset" => Some(&Preset::NAMES),
         "budget.encoding" => Some(&["o200k_base", "cl100k_base", "chars4"]),

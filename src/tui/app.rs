@@ -29,6 +29,8 @@ pub enum Control {
     Jump,
     Sessions,
     Follow,
+    Edit,
+    Diff,
     Help,
     Back,
     Quit,
@@ -59,6 +61,10 @@ pub enum Mode {
     Jump(String),
     Help,
     Sessions(usize),
+    /// The policy editor, with the selected key's row.
+    Policy(usize),
+    /// Typing a new value for a policy key.
+    PolicyInput(String, String),
 }
 
 /// One row of the history pane: an event, or the rule at a split point.
@@ -88,6 +94,8 @@ pub struct CallView {
     pub differences: usize,
     /// Each event's place in `order`, when it is sent.
     pub position: Vec<Option<usize>>,
+    /// Per event the call saw: whether the audit record disposed of it otherwise.
+    pub differs: Vec<bool>,
 }
 
 /// Screen areas from the last draw, for the mouse.
@@ -124,6 +132,8 @@ pub struct App {
     pub follow: bool,
     pub areas: Areas,
     pub page: usize,
+    /// Show, beside each event, whether the audit record disposed of it differently.
+    pub diff: bool,
     /// Every call of the session replayed: tokens, cache reuse, summary versions.
     pub metrics: Vec<CallReplay>,
     choice: PolicyChoice,
@@ -165,6 +175,7 @@ impl App {
             follow: false,
             areas: Areas::default(),
             page: 10,
+            diff: false,
             metrics: Vec::new(),
             choice: PolicyChoice::default(),
             cache: ProjectionCache::default(),
@@ -207,6 +218,26 @@ impl App {
         self.history_top = 0;
         self.select_call(0);
         self.measure();
+    }
+
+    /// The `KEY=VALUE` edits over the recorded policy, oldest first.
+    pub fn overrides(&self) -> &[String] {
+        &self.choice.sets
+    }
+
+    /// Projects again with these edits over each call's recorded policy: the
+    /// selected call at once, then every call for the strip. Refused, with the
+    /// reason, when a value is not allowed.
+    pub fn set_overrides(&mut self, sets: Vec<String>) -> Result<(), String> {
+        let choice = PolicyChoice { file: None, sets };
+        if let Some(call) = self.current_call() {
+            choice.for_call(call).map_err(|e| e.to_string())?;
+        }
+        self.choice = choice;
+        self.cache.forget_policies();
+        self.select_call(self.call);
+        self.measure();
+        Ok(())
     }
 
     /// Replays the session's calls for the metrics strip.
@@ -271,6 +302,23 @@ impl App {
             match project_call(session, call, &self.choice, &mut self.cache) {
                 Ok((policy, p)) => {
                     let replay = compare(session, call, &p, 0);
+                    let recorded = call.parsed_evictions().unwrap_or_default();
+                    let differs = p
+                        .slots
+                        .iter()
+                        .zip(&session.events)
+                        .map(|(slot, e)| {
+                            let was = recorded
+                                .iter()
+                                .find(|r| r.seq == e.seq)
+                                .map_or("verbatim", |r| r.action.as_str());
+                            let now = match slot.status.as_str() {
+                                "pinned" => "verbatim",
+                                s => s,
+                            };
+                            was != now && !(was == "pinned" && now == "verbatim")
+                        })
+                        .collect();
                     let mut position = vec![None; session.events.len()];
                     for (at, item) in p.order.iter().enumerate() {
                         if let ItemRef::Event(ix, _) = *item {
@@ -293,6 +341,7 @@ impl App {
                         matches_record: replay.matches_record,
                         differences: replay.differences_total,
                         position,
+                        differs,
                         policy,
                     });
                 }
@@ -383,6 +432,8 @@ impl App {
     pub fn step(&mut self, control: Control) {
         match self.mode.clone() {
             Mode::Search(text) | Mode::Jump(text) => return self.prompt(control, text),
+            Mode::Policy(sel) => return super::editor::step(self, control, sel),
+            Mode::PolicyInput(key, text) => return super::editor::input(self, control, key, text),
             Mode::Help => {
                 if matches!(
                     control,
@@ -426,6 +477,17 @@ impl App {
                 self.select_call(self.call.saturating_sub(1))
             }
             Control::Follow => self.follow_newest(),
+            Control::Edit => self.mode = Mode::Policy(0),
+            Control::Diff => {
+                self.diff = !self.diff;
+                self.status = match (self.diff, self.view.as_ref()) {
+                    (true, Some(v)) => format!(
+                        "diff: {} events disposed of differently than the record (≠)",
+                        v.differences
+                    ),
+                    _ => String::new(),
+                };
+            }
             Control::NextTurn | Control::PrevTurn => self.step_turn(control == Control::NextTurn),
             Control::SwitchPane => {
                 self.focus = match self.focus {

@@ -126,6 +126,18 @@ pub const KEYMAP: &[Binding] = &[
         "pick a session",
     ),
     bind(
+        &[KeyCode::Char('e')],
+        "e",
+        Control::Edit,
+        "edit the policy: j/k a key, +/- or Enter to change it, u undo, r reset, w save",
+    ),
+    bind(
+        &[KeyCode::Char('d')],
+        "d",
+        Control::Diff,
+        "diff: mark (≠) events the edited policy disposes of differently than the record",
+    ),
+    bind(
         &[KeyCode::Char('F')],
         "F",
         Control::Follow,
@@ -148,6 +160,8 @@ pub fn control_for(key: KeyEvent, typing: bool) -> Option<Control> {
     }
     if typing {
         return match key.code {
+            KeyCode::Up => Some(Control::Up),
+            KeyCode::Down => Some(Control::Down),
             KeyCode::Enter => Some(Control::Confirm),
             KeyCode::Esc => Some(Control::Back),
             KeyCode::Backspace => Some(Control::Erase),

@@ -3,6 +3,7 @@
 //! arrive on one channel; the screen is drawn after each batch of them.
 
 pub mod app;
+pub mod editor;
 pub mod keymap;
 pub mod live;
 pub mod render;
@@ -106,7 +107,10 @@ fn event_loop(
 }
 
 fn control_for(app: &App, input: Event) -> Option<Control> {
-    let typing = matches!(app.mode, Mode::Search(_) | Mode::Jump(_));
+    let typing = matches!(
+        app.mode,
+        Mode::Search(_) | Mode::Jump(_) | Mode::Policy(_) | Mode::PolicyInput(..)
+    );
     match input {
         Event::Key(key) if key.kind != KeyEventKind::Release => keymap::control_for(key, typing),
         Event::Mouse(mouse) => match mouse.kind {

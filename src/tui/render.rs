@@ -144,6 +144,14 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
     match &app.mode {
         Mode::Help => draw_help(frame, app.help_scroll, theme),
         Mode::Sessions(sel) => draw_sessions(frame, app, *sel, theme),
+        Mode::Policy(sel) => draw_editor(frame, app, *sel, None, theme),
+        Mode::PolicyInput(key, text) => {
+            let sel = super::editor::rows(app)
+                .iter()
+                .position(|r| &r.key == key)
+                .unwrap_or(0);
+            draw_editor(frame, app, sel, Some(text), theme)
+        }
         _ => {}
     }
 }
@@ -202,10 +210,10 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 call.turn,
                 call.ts,
                 view.policy.preset.name(),
-                if call.policy.is_some() {
-                    " (recorded)"
-                } else {
-                    " (defaults)"
+                match (app.overrides().len(), call.policy.is_some()) {
+                    (0, true) => " (recorded)".to_string(),
+                    (0, false) => " (defaults)".to_string(),
+                    (n, _) => format!(" (edited*: {n} keys)"),
                 }
             )));
             let target = view.budget.target.max(1);
@@ -427,9 +435,14 @@ fn draw_history(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                     .as_ref()
                     .map(|v| v.slots.get(ix).map_or(0, |s| s.tokens))
                     .unwrap_or(0);
+                let differs = app.diff
+                    && app
+                        .view
+                        .as_ref()
+                        .is_some_and(|v| v.differs.get(ix).copied().unwrap_or(false));
+                let glyph = if differs { "≠" } else { d.glyph() };
                 let left = format!(
-                    "{} {} {:>5} {:>3} {}",
-                    d.glyph(),
+                    "{glyph} {} {:>5} {:>3} {}",
                     kind_glyph(e.kind),
                     e.seq,
                     turn,
@@ -742,6 +755,9 @@ pub fn help_lines() -> Vec<Line<'static>> {
     lines.push(Line::from(
         "  Σ   a summary (Σ? one that is needed)   + an injection",
     ));
+    lines.push(Line::from(
+        "  ≠   with d: disposed of differently than the audit record says",
+    ));
     lines.push(Line::from(""));
     lines.push(Line::from("kinds: S system · U user · A assistant · R reasoning · → tool call · ← tool result · C compaction"));
     lines.push(Line::from(
@@ -772,6 +788,43 @@ fn draw_help(frame: &mut Frame, scroll: u16, theme: Theme) {
         .wrap(Wrap { trim: false })
         .scroll((scroll, 0));
     frame.render_widget(paragraph, area);
+}
+
+fn draw_editor(frame: &mut Frame, app: &App, sel: usize, typing: Option<&String>, theme: Theme) {
+    let rows = super::editor::rows(app);
+    let area = centered(frame, 110, rows.len() as u16 + 4);
+    frame.render_widget(Clear, area);
+    let height = area.height.saturating_sub(3) as usize;
+    let top = sel.saturating_sub(height.saturating_sub(1));
+    let mut lines = vec![Line::from(match typing {
+        Some(text) => format!(" {} = {text}▏  (Enter to apply, Esc to cancel)", rows.get(sel).map_or("", |r| r.key.as_str())),
+        None => " j/k key · +/- change · Enter type · u undo · r reset to recorded · w save · Esc close".to_string(),
+    })
+    .add_modifier(Modifier::DIM)];
+    for (i, row) in rows.iter().enumerate().skip(top).take(height) {
+        let value = match &row.value {
+            serde_json::Value::String(s) => format!("\"{s}\""),
+            other => other.to_string(),
+        };
+        let text = format!(
+            "{} {:<34} {:<20} {}",
+            if row.edited { "*" } else { " " },
+            row.key,
+            value,
+            row.doc
+        );
+        let mut line = Line::from(text);
+        if row.edited {
+            line = line.patch_style(theme.fg(Color::Yellow));
+        }
+        lines.push(if i == sel {
+            line.add_modifier(Modifier::REVERSED)
+        } else {
+            line
+        });
+    }
+    let block = pane_block(" policy · edits re-project every call ".into(), true, theme);
+    frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
 fn draw_sessions(frame: &mut Frame, app: &App, sel: usize, theme: Theme) {
