@@ -317,3 +317,21 @@ fn a_bad_value_is_refused_and_saving_writes_a_policy_that_loads() {
     assert_eq!(&policy, &app.view.as_ref().unwrap().policy);
     assert_eq!(policy.tool_results.keep_turns, 2);
 }
+
+#[test]
+fn compare_shows_both_policies_call_by_call() {
+    let mut app = sample("forgot-deploy-key.db");
+    jump(&mut app, "76");
+    edit(&mut app, "tool_results.keep_turns", false);
+    app.step(Control::Compare);
+    assert_eq!(app.recorded_metrics.len(), app.metrics.len());
+    let last = app.metrics.len() - 1;
+    assert!(app.metrics[last].total_tokens < app.recorded_metrics[last].total_tokens);
+    let screen = text(&draw(&mut app, 120, 50, COLOR));
+    assert!(
+        screen.contains("A tokens") && screen.contains("tool_results.keep_turns=2"),
+        "{screen}"
+    );
+    app.step(Control::Back);
+    assert_eq!(app.mode, ctxlens::tui::app::Mode::Normal);
+}

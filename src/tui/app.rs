@@ -31,6 +31,7 @@ pub enum Control {
     Follow,
     Edit,
     Diff,
+    Compare,
     Help,
     Back,
     Quit,
@@ -65,6 +66,8 @@ pub enum Mode {
     Policy(usize),
     /// Typing a new value for a policy key.
     PolicyInput(String, String),
+    /// The recorded policy against the edited one, call by call, from this row.
+    Compare(usize),
 }
 
 /// One row of the history pane: an event, or the rule at a split point.
@@ -136,6 +139,8 @@ pub struct App {
     pub diff: bool,
     /// Every call of the session replayed: tokens, cache reuse, summary versions.
     pub metrics: Vec<CallReplay>,
+    /// The same under each call's recorded policy, for comparing with an edit.
+    pub recorded_metrics: Vec<CallReplay>,
     choice: PolicyChoice,
     cache: ProjectionCache,
 }
@@ -177,6 +182,7 @@ impl App {
             page: 10,
             diff: false,
             metrics: Vec::new(),
+            recorded_metrics: Vec::new(),
             choice: PolicyChoice::default(),
             cache: ProjectionCache::default(),
         };
@@ -238,6 +244,16 @@ impl App {
         self.select_call(self.call);
         self.measure();
         Ok(())
+    }
+
+    /// Replays the session under each call's recorded policy, for `D`.
+    fn measure_recorded(&mut self) {
+        let log = Arc::clone(&self.log);
+        let id = log.sessions[self.session].id().to_string();
+        let recorded = PolicyChoice::default();
+        self.cache.forget_policies();
+        self.recorded_metrics = replay(&log, Some(&id), &recorded, &mut self.cache).calls;
+        self.cache.forget_policies();
     }
 
     /// Replays the session's calls for the metrics strip.
@@ -433,6 +449,18 @@ impl App {
         match self.mode.clone() {
             Mode::Search(text) | Mode::Jump(text) => return self.prompt(control, text),
             Mode::Policy(sel) => return super::editor::step(self, control, sel),
+            Mode::Compare(top) => {
+                let last = self.metrics.len().saturating_sub(1);
+                self.mode = match control {
+                    Control::Down => Mode::Compare((top + 1).min(last)),
+                    Control::Up => Mode::Compare(top.saturating_sub(1)),
+                    Control::PageDown => Mode::Compare((top + self.page).min(last)),
+                    Control::PageUp => Mode::Compare(top.saturating_sub(self.page)),
+                    Control::Back | Control::Compare | Control::Quit => Mode::Normal,
+                    _ => Mode::Compare(top),
+                };
+                return;
+            }
             Mode::PolicyInput(key, text) => return super::editor::input(self, control, key, text),
             Mode::Help => {
                 if matches!(
@@ -478,6 +506,10 @@ impl App {
             }
             Control::Follow => self.follow_newest(),
             Control::Edit => self.mode = Mode::Policy(0),
+            Control::Compare => {
+                self.measure_recorded();
+                self.mode = Mode::Compare(self.call);
+            }
             Control::Diff => {
                 self.diff = !self.diff;
                 self.status = match (self.diff, self.view.as_ref()) {

@@ -138,6 +138,12 @@ pub const KEYMAP: &[Binding] = &[
         "diff: mark (≠) events the edited policy disposes of differently than the record",
     ),
     bind(
+        &[KeyCode::Char('D')],
+        "D",
+        Control::Compare,
+        "compare: the recorded policy against the edited one, call by call",
+    ),
+    bind(
         &[KeyCode::Char('F')],
         "F",
         Control::Follow,

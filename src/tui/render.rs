@@ -145,6 +145,7 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
         Mode::Help => draw_help(frame, app.help_scroll, theme),
         Mode::Sessions(sel) => draw_sessions(frame, app, *sel, theme),
         Mode::Policy(sel) => draw_editor(frame, app, *sel, None, theme),
+        Mode::Compare(top) => draw_compare(frame, app, *top, theme),
         Mode::PolicyInput(key, text) => {
             let sel = super::editor::rows(app)
                 .iter()
@@ -824,6 +825,64 @@ fn draw_editor(frame: &mut Frame, app: &App, sel: usize, typing: Option<&String>
         });
     }
     let block = pane_block(" policy · edits re-project every call ".into(), true, theme);
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// Policy A (each call's recorded one) against policy B (as edited), per call.
+fn draw_compare(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
+    let area = centered(frame, 100, frame.area().height.saturating_sub(4));
+    frame.render_widget(Clear, area);
+    let height = area.height.saturating_sub(4) as usize;
+    let mut lines = vec![
+        Line::from(format!(
+            " A: recorded policy · B: {} · j/k scroll · Esc close",
+            if app.overrides().is_empty() {
+                "the same (edit with e)".to_string()
+            } else {
+                app.overrides().join(" ")
+            }
+        ))
+        .add_modifier(Modifier::DIM),
+        Line::from(format!(
+            " {:>6} {:>5} │ {:>9} {:>9} {:>4} │ {:>9} {:>9} {:>4} │ {:>9}",
+            "call", "turn", "A tokens", "A reused", "A Σ", "B tokens", "B reused", "B Σ", "B - A"
+        ))
+        .add_modifier(Modifier::BOLD),
+    ];
+    let version = |v: Option<i64>| v.map_or("-".to_string(), |v| format!("v{v}"));
+    for (i, (a, b)) in app
+        .recorded_metrics
+        .iter()
+        .zip(&app.metrics)
+        .enumerate()
+        .skip(top)
+        .take(height)
+    {
+        let delta = b.total_tokens as i64 - a.total_tokens as i64;
+        let line = Line::from(format!(
+            " {:>6} {:>5} │ {:>9} {:>9} {:>4} │ {:>9} {:>9} {:>4} │ {:>+9}",
+            a.call,
+            a.turn,
+            thousands(a.total_tokens),
+            thousands(a.prefix_reused_tokens),
+            version(a.summary_version),
+            thousands(b.total_tokens),
+            thousands(b.prefix_reused_tokens),
+            version(b.summary_version),
+            delta
+        ));
+        let line = if b.over_budget {
+            line.patch_style(theme.fg(Color::Red))
+        } else {
+            line
+        };
+        lines.push(if i == app.call {
+            line.add_modifier(Modifier::REVERSED)
+        } else {
+            line
+        });
+    }
+    let block = pane_block(" compare policies ".into(), true, theme);
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
