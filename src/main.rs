@@ -19,6 +19,10 @@ struct Args {
     /// Start at the newest call and follow the log as it grows.
     #[arg(long)]
     follow: bool,
+    /// Project with this policy file instead of the recorded policies; edits to it
+    /// are picked up as it is saved.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -147,7 +151,7 @@ fn main() -> ExitCode {
             _,
         ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
             .and_then(|choice| cli::replay::run(&log, session.as_deref(), &choice, json)),
-        (None, Some(log)) => ctxlens::tui::run(&log, args.follow),
+        (None, Some(log)) => ctxlens::tui::run(&log, args.follow, args.policy.as_deref()),
         (None, None) => {
             use clap::CommandFactory;
             let _ = Args::command().print_help();

@@ -59,7 +59,7 @@ fn the_inspector_follows_calls_as_another_process_writes_them() {
     let mut app = App::new("live.db", Arc::new(log));
     app.step(Control::Follow);
     let (tx, rx) = mpsc::channel();
-    let mut tail = Tail::start(&path, store, tx).unwrap();
+    let mut tail = Tail::start(&path, store, tx, None).unwrap();
 
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut announced = 0;
@@ -94,7 +94,7 @@ fn scrolling_back_pauses_following_and_f_resumes_it() {
     let (store, log) = open_when_ready(&path);
     let mut app = App::new("live.db", Arc::new(log));
     let (tx, rx) = mpsc::channel();
-    let mut tail = Tail::start(&path, store, tx).unwrap();
+    let mut tail = Tail::start(&path, store, tx, None).unwrap();
     let grow = |app: &mut App, tail: &mut Tail, at_least: usize| {
         let deadline = Instant::now() + Duration::from_secs(60);
         while app.calls.len() < at_least {
@@ -122,4 +122,66 @@ fn scrolling_back_pauses_following_and_f_resumes_it() {
     app.step(Control::Follow);
     assert!(app.follow);
     assert_eq!(app.call + 1, app.calls.len());
+}
+
+#[test]
+fn saving_the_policy_file_projects_again_and_a_bad_one_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let log_path = dir.path().join("log.db");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/tool-heavy.db"),
+        &log_path,
+    )
+    .unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "[tool_results]\nkeep_turns = 1\n").unwrap();
+    let mut store = Store::open(&log_path).unwrap();
+    let log = store.load().unwrap();
+    let mut app = App::new("log.db", Arc::new(log));
+    ctxlens::tui::reload_policy(&mut app, &policy);
+    let (tx, rx) = mpsc::channel();
+    let _tail = Tail::start(&log_path, store, tx, Some(&policy)).unwrap();
+
+    let wait_for_policy_change = || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "the watcher never announced the policy file"
+            );
+            if let Ok(Msg::PolicyChanged) = rx.recv_timeout(Duration::from_secs(1)) {
+                return;
+            }
+        }
+    };
+    std::fs::write(&policy, "[tool_results]\nkeep_turns = 0\n").unwrap();
+    wait_for_policy_change();
+    ctxlens::tui::reload_policy(&mut app, &policy);
+    assert_eq!(app.view.as_ref().unwrap().policy.tool_results.keep_turns, 0);
+
+    std::fs::write(&policy, "[tool_results]\nkeep_turns = \"many\"\n").unwrap();
+    wait_for_policy_change();
+    ctxlens::tui::reload_policy(&mut app, &policy);
+    assert!(app.status.contains("keeping the policy"), "{}", app.status);
+    assert_eq!(app.view.as_ref().unwrap().policy.tool_results.keep_turns, 0);
+}
+
+#[test]
+fn a_replaced_log_file_is_opened_again() {
+    let dir = TempDir::new().unwrap();
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
+    let log_path = dir.path().join("log.db");
+    std::fs::copy(samples.join("tool-heavy.db"), &log_path).unwrap();
+    let mut store = Store::open(&log_path).unwrap();
+    let log = store.load().unwrap();
+    let mut app = App::new("log.db", Arc::new(log));
+    let (tx, _rx) = mpsc::channel();
+    let mut tail = Tail::start(&log_path, store, tx, None).unwrap();
+    // Another file moved into place under the same name.
+    let other = dir.path().join("other.db");
+    std::fs::copy(samples.join("forgot-deploy-key.db"), &other).unwrap();
+    std::fs::rename(&other, &log_path).unwrap();
+    assert!(tail.apply(&mut app).unwrap());
+    assert_eq!(app.session().id(), "forgot-deploy-key");
+    assert_eq!(app.calls.len(), 76);
 }

@@ -196,6 +196,11 @@ impl App {
         app
     }
 
+    /// Sets the policy file before anything is projected (`--policy`).
+    pub fn preset_policy_file(&mut self, file: Option<(String, String)>) {
+        self.choice.file = file;
+    }
+
     /// Projects the first call of the session, after `unprojected`.
     pub fn start(&mut self) {
         self.open_session(self.session);
@@ -226,16 +231,32 @@ impl App {
         self.measure();
     }
 
+    /// The policy file projecting in place of the recorded policies, if one is.
+    pub fn policy_file(&self) -> Option<&str> {
+        self.choice.file.as_ref().map(|(path, _)| path.as_str())
+    }
+
     /// The `KEY=VALUE` edits over the recorded policy, oldest first.
     pub fn overrides(&self) -> &[String] {
         &self.choice.sets
     }
 
-    /// Projects again with these edits over each call's recorded policy: the
-    /// selected call at once, then every call for the strip. Refused, with the
-    /// reason, when a value is not allowed.
+    /// Projects again with these edits over each call's recorded policy (or the
+    /// policy file given): the selected call at once, then every call for the
+    /// strip. Refused, with the reason, when a value is not allowed.
     pub fn set_overrides(&mut self, sets: Vec<String>) -> Result<(), String> {
-        let choice = PolicyChoice { file: None, sets };
+        let file = self.choice.file.clone();
+        self.apply_choice(PolicyChoice { file, sets })
+    }
+
+    /// Projects with a policy file (path and text) in place of the recorded
+    /// policies, keeping the edits over it.
+    pub fn set_policy_file(&mut self, file: Option<(String, String)>) -> Result<(), String> {
+        let sets = self.choice.sets.clone();
+        self.apply_choice(PolicyChoice { file, sets })
+    }
+
+    fn apply_choice(&mut self, choice: PolicyChoice) -> Result<(), String> {
         if let Some(call) = self.current_call() {
             choice.for_call(call).map_err(|e| e.to_string())?;
         }

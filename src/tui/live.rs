@@ -16,6 +16,8 @@ pub enum Msg {
     Input(ratatui::crossterm::event::Event),
     /// The log or its write-ahead log changed on disk.
     Changed,
+    /// The policy file given with `--policy` changed on disk.
+    PolicyChanged,
 }
 
 /// The watched log.
@@ -42,34 +44,46 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
 }
 
 impl Tail {
-    /// Watches `path` (and its -wal beside it), sending `Msg::Changed` on `tx`.
-    /// `store` must be the one the app's log was loaded through.
-    pub fn start(path: &Path, store: Store, tx: Sender<Msg>) -> Result<Tail, LogError> {
+    /// Watches `path` (and its -wal beside it), sending `Msg::Changed` on `tx`,
+    /// and `policy` when given, sending `Msg::PolicyChanged`. `store` must be
+    /// the one the app's log was loaded through.
+    pub fn start(
+        path: &Path,
+        store: Store,
+        tx: Sender<Msg>,
+        policy: Option<&Path>,
+    ) -> Result<Tail, LogError> {
         let version = store.data_version()?;
-        let watched = path
-            .file_name()
-            .map(|n| n.to_os_string())
-            .unwrap_or_default();
+        let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+        let log_name = name(path).unwrap_or_default();
+        let wal_name = format!("{log_name}-wal");
+        let policy_name = policy.and_then(name);
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             let Ok(event) = event else { return };
-            let ours = event.paths.iter().any(|p| {
-                p.file_name().is_some_and(|n| {
-                    let n = n.to_string_lossy();
-                    let base = watched.to_string_lossy();
-                    n == base || n == format!("{base}-wal")
-                })
-            });
-            if ours {
-                let _ = tx.send(Msg::Changed);
+            for changed in event.paths.iter().filter_map(|p| name(p)) {
+                let msg = if changed == log_name || changed == wal_name {
+                    Msg::Changed
+                } else if policy_name.as_ref() == Some(&changed) {
+                    Msg::PolicyChanged
+                } else {
+                    continue;
+                };
+                let _ = tx.send(msg);
             }
         });
-        // Without a watcher the inspector still works; it just does not follow.
-        let watcher = watcher.ok().and_then(|mut w| {
-            let dir = path
-                .parent()
+        // Without a watcher the inspector still works; it looks at the log once a second.
+        let folder = |p: &Path| {
+            p.parent()
                 .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            w.watch(dir, RecursiveMode::NonRecursive).ok().map(|()| w)
+                .unwrap_or(Path::new("."))
+                .to_path_buf()
+        };
+        let watcher = watcher.ok().and_then(|mut w| {
+            w.watch(&folder(path), RecursiveMode::NonRecursive).ok()?;
+            if let Some(policy) = policy {
+                let _ = w.watch(&folder(policy), RecursiveMode::NonRecursive);
+            }
+            Some(w)
         });
         Ok(Tail {
             path: path.to_path_buf(),

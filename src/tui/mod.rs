@@ -30,7 +30,7 @@ const POLL: Duration = Duration::from_secs(1);
 
 /// Opens the inspector on `path`. A log that cannot be loaded is reported
 /// before the screen changes; the terminal is restored on every way out.
-pub fn run(path: &Path, follow: bool) -> anyhow::Result<Outcome> {
+pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<Outcome> {
     let mut store = Store::open(path)?;
     let log = Arc::new(store.load()?);
     if log.sessions.is_empty() {
@@ -42,8 +42,9 @@ pub fn run(path: &Path, follow: bool) -> anyhow::Result<Outcome> {
             path.display()
         );
     }
+    let policy_file = policy.map(read_policy).transpose()?;
     let (tx, rx) = mpsc::channel();
-    let tail = Tail::start(path, store, tx.clone())?;
+    let tail = Tail::start(path, store, tx.clone(), policy)?;
     let mut terminal = ratatui::try_init()?;
     // ratatui's own panic hook restores the screen; mouse capture is ours to undo.
     let previous = std::panic::take_hook();
@@ -59,8 +60,9 @@ pub fn run(path: &Path, follow: bool) -> anyhow::Result<Outcome> {
             }
         }
     });
-    let app = App::unprojected(&path.display().to_string(), log);
-    let result = event_loop(&mut terminal, app, tail, rx, follow);
+    let mut app = App::unprojected(&path.display().to_string(), log);
+    app.preset_policy_file(policy_file);
+    let result = event_loop(&mut terminal, app, tail, rx, (follow, policy));
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::try_restore()?;
     result.map(|()| Outcome::Done)
@@ -71,7 +73,7 @@ fn event_loop(
     mut app: App,
     mut tail: Tail,
     rx: mpsc::Receiver<Msg>,
-    follow: bool,
+    (follow, policy): (bool, Option<&Path>),
 ) -> anyhow::Result<()> {
     let theme = Theme::from_env();
     terminal.draw(|frame| render::draw(frame, &mut app, theme))?;
@@ -92,6 +94,11 @@ fn event_loop(
         for msg in first.into_iter().chain(rx.try_iter()) {
             match msg {
                 Msg::Changed => look = true,
+                Msg::PolicyChanged => {
+                    if let Some(path) = policy {
+                        reload_policy(&mut app, path);
+                    }
+                }
                 Msg::Input(input) => {
                     if let Some(control) = control_for(&app, input) {
                         app.step(control);
@@ -104,6 +111,24 @@ fn event_loop(
         }
     }
     Ok(())
+}
+
+/// A policy file's path and text, for `PolicyChoice::file`.
+fn read_policy(path: &Path) -> anyhow::Result<(String, String)> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("{}: cannot read the policy file: {e}", path.display()))?;
+    Ok((path.display().to_string(), text))
+}
+
+/// The policy file changed: project with it again, or say why not.
+pub fn reload_policy(app: &mut App, path: &Path) {
+    let result = read_policy(path)
+        .map_err(|e| e.to_string())
+        .and_then(|file| app.set_policy_file(Some(file)));
+    app.status = match result {
+        Ok(()) => format!("{} changed: projected again", path.display()),
+        Err(reason) => format!("{reason} · keeping the policy as it was"),
+    };
 }
 
 fn control_for(app: &App, input: Event) -> Option<Control> {

@@ -211,10 +211,15 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 call.turn,
                 call.ts,
                 view.policy.preset.name(),
-                match (app.overrides().len(), call.policy.is_some()) {
-                    (0, true) => " (recorded)".to_string(),
-                    (0, false) => " (defaults)".to_string(),
-                    (n, _) => format!(" (edited*: {n} keys)"),
+                match (
+                    app.overrides().len(),
+                    app.policy_file(),
+                    call.policy.is_some()
+                ) {
+                    (0, Some(file), _) => format!(" (from {file})"),
+                    (0, None, true) => " (recorded)".to_string(),
+                    (0, None, false) => " (defaults)".to_string(),
+                    (n, _, _) => format!(" (edited*: {n} keys)"),
                 }
             )));
             let target = view.budget.target.max(1);
