@@ -49,5 +49,23 @@ fn frames(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, frames);
+fn edit(c: &mut Criterion) {
+    let path = support::synthetic(10_000);
+    let log = Arc::new(Store::open(&path).unwrap().load().unwrap());
+    let mut app = App::new("log.db", log);
+    let last = app.calls.len() - 1;
+    app.select_call(last);
+    let mut group = c.benchmark_group("policy edit, 10k events");
+    group.bench_function("re-project the selected call and every call's strip", |b| {
+        let mut turns = 2;
+        b.iter(|| {
+            turns = 5 - turns;
+            app.set_overrides(vec![format!("tool_results.keep_turns={turns}")])
+                .unwrap();
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, frames, edit);
 criterion_main!(benches);

@@ -91,7 +91,7 @@ impl Drop for Tmux {
 fn a_user_steps_to_the_call_where_the_fact_was_summarized_away() {
     let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/forgot-deploy-key.db");
     let command = format!("{} {}", env!("CARGO_BIN_EXE_ctxlens"), log.display());
-    let Some(tmux) = Tmux::start("steps", 100, 30, &command) else {
+    let Some(tmux) = Tmux::start("steps", 170, 40, &command) else {
         return;
     };
     let first = tmux.wait_for("call 1 (1/76)", true);
@@ -115,6 +115,24 @@ fn a_user_steps_to_the_call_where_the_fact_was_summarized_away() {
 
     tmux.keys(&["p"]);
     tmux.wait_for("call 43 (43/76)", true);
+
+    // Edit the policy: one turn less for tool results, and the call is projected again.
+    tmux.keys(&["e"]);
+    tmux.wait_for("edits re-project every call", true);
+    let rows = ctxlens::policy::key_docs();
+    let at = rows
+        .iter()
+        .position(|(k, _)| k == "tool_results.keep_turns")
+        .unwrap();
+    for _ in 0..at {
+        tmux.keys(&["j"]);
+    }
+    tmux.keys(&["-"]);
+    tmux.wait_for("tool_results.keep_turns = 2: projected again", true);
+    tmux.keys(&["Escape"]);
+    let screen = tmux.wait_for("edits re-project every call", false);
+    assert!(screen.contains("edited*: 1 keys"), "{screen}");
+
     tmux.keys(&["q"]);
     let deadline = Instant::now() + Duration::from_secs(10);
     while tmux.alive() {

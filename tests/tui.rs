@@ -335,3 +335,39 @@ fn compare_shows_both_policies_call_by_call() {
     app.step(Control::Back);
     assert_eq!(app.mode, ctxlens::tui::app::Mode::Normal);
 }
+
+#[test]
+fn with_a_worker_only_the_newest_replay_is_kept() {
+    let mut app = sample("forgot-deploy-key.db");
+    let (tx, jobs) = std::sync::mpsc::channel();
+    app.use_worker(tx);
+    let before = app.metrics.clone();
+    app.set_overrides(vec!["tool_results.keep_turns=1".into()])
+        .unwrap();
+    app.set_overrides(vec!["tool_results.keep_turns=0".into()])
+        .unwrap();
+    let queued: Vec<_> = jobs.try_iter().collect();
+    assert_eq!(queued.len(), 2, "each edit asks for a replay");
+    let mut cache = ctxlens::analysis::ProjectionCache::default();
+    let (old, new) = (&queued[0], &queued[1]);
+    // The older answer arriving late is ignored; the newest is shown.
+    app.receive_metrics(old.generation, old.run(&mut cache));
+    assert_eq!(app.metrics.len(), before.len());
+    assert_eq!(
+        app.metrics
+            .iter()
+            .map(|m| m.total_tokens)
+            .collect::<Vec<_>>(),
+        before.iter().map(|m| m.total_tokens).collect::<Vec<_>>()
+    );
+    let newest = new.run(&mut cache);
+    app.receive_metrics(new.generation, newest.clone());
+    assert_eq!(
+        app.metrics
+            .iter()
+            .map(|m| m.total_tokens)
+            .collect::<Vec<_>>(),
+        newest.iter().map(|m| m.total_tokens).collect::<Vec<_>>()
+    );
+    assert!(newest.last().unwrap().total_tokens < before.last().unwrap().total_tokens);
+}

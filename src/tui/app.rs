@@ -101,6 +101,22 @@ pub struct CallView {
     pub differs: Vec<bool>,
 }
 
+/// A request to replay a session's calls for the metrics strip.
+pub struct MetricsJob {
+    pub generation: u64,
+    pub log: Arc<Log>,
+    pub session: String,
+    pub choice: PolicyChoice,
+}
+
+impl MetricsJob {
+    /// Replays the session; the cache is the worker's own, kept between jobs.
+    pub fn run(&self, cache: &mut ProjectionCache) -> Vec<CallReplay> {
+        cache.forget_policies();
+        replay(&self.log, Some(&self.session), &self.choice, cache).calls
+    }
+}
+
 /// Screen areas from the last draw, for the mouse.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Areas {
@@ -141,6 +157,8 @@ pub struct App {
     pub metrics: Vec<CallReplay>,
     /// The same under each call's recorded policy, for comparing with an edit.
     pub recorded_metrics: Vec<CallReplay>,
+    worker: Option<std::sync::mpsc::Sender<MetricsJob>>,
+    generation: u64,
     choice: PolicyChoice,
     cache: ProjectionCache,
 }
@@ -183,6 +201,8 @@ impl App {
             diff: false,
             metrics: Vec::new(),
             recorded_metrics: Vec::new(),
+            worker: None,
+            generation: 0,
             choice: PolicyChoice::default(),
             cache: ProjectionCache::default(),
         };
@@ -278,10 +298,36 @@ impl App {
     }
 
     /// Replays the session's calls for the metrics strip.
+    /// With a worker, the replay runs there and only the newest request's
+    /// answer is kept (`receive_metrics`); without one, it runs here.
     fn measure(&mut self) {
         let log = Arc::clone(&self.log);
-        let id = log.sessions[self.session].id().to_string();
-        self.metrics = replay(&log, Some(&id), &self.choice, &mut self.cache).calls;
+        let session = log.sessions[self.session].id().to_string();
+        self.generation += 1;
+        if let Some(worker) = &self.worker {
+            let job = MetricsJob {
+                generation: self.generation,
+                log: Arc::clone(&log),
+                session: session.clone(),
+                choice: self.choice.clone(),
+            };
+            if worker.send(job).is_ok() {
+                return;
+            }
+        }
+        self.metrics = replay(&log, Some(&session), &self.choice, &mut self.cache).calls;
+    }
+
+    /// Hands the replays for the metrics strip to a background worker.
+    pub fn use_worker(&mut self, worker: std::sync::mpsc::Sender<MetricsJob>) {
+        self.worker = Some(worker);
+    }
+
+    /// A worker's replay arrived; kept only if it answers the newest request.
+    pub fn receive_metrics(&mut self, generation: u64, metrics: Vec<CallReplay>) {
+        if generation == self.generation {
+            self.metrics = metrics;
+        }
     }
 
     /// The log grew (or was replaced): take in the new calls, and follow

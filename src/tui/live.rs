@@ -18,6 +18,8 @@ pub enum Msg {
     Changed,
     /// The policy file given with `--policy` changed on disk.
     PolicyChanged,
+    /// The worker replayed every call for the metrics strip.
+    Metrics(u64, Vec<crate::analysis::replay::CallReplay>),
 }
 
 /// The watched log.

@@ -45,6 +45,7 @@ pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
     let policy_file = policy.map(read_policy).transpose()?;
     let (tx, rx) = mpsc::channel();
     let tail = Tail::start(path, store, tx.clone(), policy)?;
+    let worker = spawn_worker(tx.clone());
     let mut terminal = ratatui::try_init()?;
     // ratatui's own panic hook restores the screen; mouse capture is ours to undo.
     let previous = std::panic::take_hook();
@@ -62,6 +63,7 @@ pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
     });
     let mut app = App::unprojected(&path.display().to_string(), log);
     app.preset_policy_file(policy_file);
+    app.use_worker(worker);
     let result = event_loop(&mut terminal, app, tail, rx, (follow, policy));
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::try_restore()?;
@@ -94,6 +96,7 @@ fn event_loop(
         for msg in first.into_iter().chain(rx.try_iter()) {
             match msg {
                 Msg::Changed => look = true,
+                Msg::Metrics(generation, metrics) => app.receive_metrics(generation, metrics),
                 Msg::PolicyChanged => {
                     if let Some(path) = policy {
                         reload_policy(&mut app, path);
@@ -111,6 +114,23 @@ fn event_loop(
         }
     }
     Ok(())
+}
+
+/// The worker that replays every call for the metrics strip off the input
+/// path. Only the newest request matters: older ones still queued are dropped.
+fn spawn_worker(tx: mpsc::Sender<Msg>) -> mpsc::Sender<app::MetricsJob> {
+    let (jobs, queue) = mpsc::channel::<app::MetricsJob>();
+    std::thread::spawn(move || {
+        let mut cache = crate::analysis::ProjectionCache::default();
+        while let Ok(first) = queue.recv() {
+            let job = queue.try_iter().last().unwrap_or(first);
+            let metrics = job.run(&mut cache);
+            if tx.send(Msg::Metrics(job.generation, metrics)).is_err() {
+                break;
+            }
+        }
+    });
+    jobs
 }
 
 /// A policy file's path and text, for `PolicyChoice::file`.

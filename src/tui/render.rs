@@ -549,8 +549,9 @@ fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                         } else {
                             event_line(e)
                         };
-                        let left =
-                            format!("{} {} {:>5} {}", d.glyph(), kind_glyph(e.kind), e.seq, body);
+                        let differs = app.diff && view.differs.get(ix).copied().unwrap_or(false);
+                        let glyph = if differs { "≠" } else { d.glyph() };
+                        let left = format!("{glyph} {} {:>5} {}", kind_glyph(e.kind), e.seq, body);
                         (fit(&left, &tokens, width), theme.disposition(d))
                     }
                     ItemRef::Summary(ix) => {
