@@ -72,6 +72,31 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// For each call: was the fact there, and if not, which reducer removed it, when, and why.
+    ///
+    /// Finds the events that hold the fact (--text, --regex or --seq), gives its state at
+    /// every model call, the call where it was lost, and the smallest policy change found
+    /// that keeps it to the last call. Exit status 0 when the fact is present at the last
+    /// call, 1 when it is lost.
+    Why {
+        log: PathBuf,
+        /// The fact as text (case-insensitive; a long fact counts as held when most of its
+        /// distinctive words are).
+        #[arg(long, group = "fact")]
+        text: Option<String>,
+        /// The fact as a regular expression.
+        #[arg(long, group = "fact")]
+        regex: Option<String>,
+        /// The fact as one event.
+        #[arg(long, group = "fact")]
+        seq: Option<i64>,
+        #[command(flatten)]
+        policy: PolicyArgs,
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Count the log's tokens per session and kind, beside what the provider reported.
     Stats {
         log: PathBuf,
@@ -141,6 +166,21 @@ fn main() -> ExitCode {
             _,
         ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
             .and_then(|choice| cli::project::run(&log, call, session.as_deref(), &choice, json)),
+        (
+            Some(Command::Why {
+                log,
+                text,
+                regex,
+                seq,
+                policy,
+                session,
+                json,
+            }),
+            _,
+        ) => cli::why::fact(text, regex, seq).and_then(|fact| {
+            cli::policy_choice(policy.policy.as_deref(), &policy.sets)
+                .and_then(|choice| cli::why::run(&log, &fact, session.as_deref(), &choice, json))
+        }),
         (
             Some(Command::Replay {
                 log,

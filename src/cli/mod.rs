@@ -6,6 +6,7 @@ pub mod project;
 pub mod replay;
 pub mod sample;
 pub mod stats;
+pub mod why;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -55,12 +56,21 @@ pub fn policy_choice(
         }
         None => None,
     };
+    // Check each key once up front, so a bad one is reported before any work;
+    // whether a value fits a call's budget is checked at that call, over its own
+    // recorded policy.
+    for set in sets {
+        crate::policy::PolicyBuilder::new().set(set)?;
+    }
+    if let Some((path, text)) = &file {
+        crate::policy::PolicyBuilder::new()
+            .file(path, text)?
+            .build()?;
+    }
     let choice = crate::analysis::PolicyChoice {
         file,
         sets: sets.to_vec(),
     };
-    // Check the choice once up front, over the defaults, so a bad key is reported before any work.
-    choice.for_call(&crate::model::ModelCall::default())?;
     Ok(choice)
 }
 
