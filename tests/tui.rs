@@ -371,3 +371,38 @@ fn with_a_worker_only_the_newest_replay_is_kept() {
     );
     assert!(newest.last().unwrap().total_tokens < before.last().unwrap().total_tokens);
 }
+
+#[test]
+fn w_traces_the_search_shows_the_strip_and_goes_to_where_it_was_lost() {
+    let mut app = sample("forgot-deploy-key.db");
+    app.step(Control::Search);
+    for c in "billing-deploy-key".chars() {
+        app.step(Control::Type(c));
+    }
+    app.step(Control::Confirm);
+    app.step(Control::Why);
+    let (_, trace) = app.why.clone().unwrap();
+    let lost = trace.lost_at.as_ref().unwrap().call;
+    assert_eq!(app.current_call().unwrap().id, lost);
+    let screen = text(&draw(&mut app, 160, 48, COLOR));
+    let strip = screen.lines().find(|l| l.starts_with(" why ")).unwrap();
+    insta::assert_snapshot!("why_strip_160", strip);
+    assert!(
+        strip.contains("lost at call") && app.status.contains("summary v2"),
+        "{}",
+        app.status
+    );
+
+    // Where a summary still holds the fact, its text shows it highlighted.
+    jump(&mut app, "30");
+    app.step(Control::SwitchPane);
+    app.step(Control::Top);
+    app.step(Control::Down);
+    let buffer = draw(&mut app, 160, 48, COLOR);
+    let (x, y) = find(&buffer, "billing-deploy-key'; never commit");
+    assert!(
+        buffer[(x, y)]
+            .modifier
+            .contains(ratatui::style::Modifier::REVERSED)
+    );
+}

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::analysis::replay::{CallReplay, compare, replay};
+use crate::analysis::why::{Fact, Trace, trace};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::engine::{CallError, ItemRef, Slot, Span, Stand};
 use crate::model::{Injection, Log, ModelCall, SessionLog};
@@ -32,6 +33,7 @@ pub enum Control {
     Edit,
     Diff,
     Compare,
+    Why,
     Help,
     Back,
     Quit,
@@ -153,6 +155,8 @@ pub struct App {
     pub page: usize,
     /// Show, beside each event, whether the audit record disposed of it differently.
     pub diff: bool,
+    /// The fact traced with `w`, and its trace.
+    pub why: Option<(Fact, Trace)>,
     /// Every call of the session replayed: tokens, cache reuse, summary versions.
     pub metrics: Vec<CallReplay>,
     /// The same under each call's recorded policy, for comparing with an edit.
@@ -199,6 +203,7 @@ impl App {
             areas: Areas::default(),
             page: 10,
             diff: false,
+            why: None,
             metrics: Vec::new(),
             recorded_metrics: Vec::new(),
             worker: None,
@@ -573,6 +578,7 @@ impl App {
             }
             Control::Follow => self.follow_newest(),
             Control::Edit => self.mode = Mode::Policy(0),
+            Control::Why => self.trace_fact(),
             Control::Compare => {
                 self.measure_recorded();
                 self.mode = Mode::Compare(self.call);
@@ -620,6 +626,37 @@ impl App {
             }
             Control::ClickAt(col, row) => self.click(col, row),
             Control::Type(_) | Control::Erase | Control::Confirm => {}
+        }
+    }
+
+    /// Traces the current search, or else the selected event, through every
+    /// call, and goes to the call where it was lost.
+    fn trace_fact(&mut self) {
+        let fact = match (&self.search, self.selected_event()) {
+            (Some((query, _)), _) => Fact::Text(query.clone()),
+            (None, Some(ix)) => Fact::Seq(self.session().events[ix].seq),
+            (None, None) => {
+                self.status = "select an event, or search, then press w".to_string();
+                return;
+            }
+        };
+        let log = Arc::clone(&self.log);
+        match trace(&log.sessions[self.session], &fact, &self.choice) {
+            Ok(t) => {
+                self.status = t.verdict.clone();
+                if let Some(lost) = &t.lost_at
+                    && let Some(index) = self
+                        .calls
+                        .iter()
+                        .position(|&ix| log.sessions[self.session].calls[ix].id == lost.call)
+                {
+                    self.pause();
+                    self.select_call(index);
+                }
+                self.status = t.verdict.clone();
+                self.why = Some((fact, t));
+            }
+            Err(e) => self.status = e,
         }
     }
 

@@ -144,6 +144,12 @@ pub const KEYMAP: &[Binding] = &[
         "compare: the recorded policy against the edited one, call by call",
     ),
     bind(
+        &[KeyCode::Char('w')],
+        "w",
+        Control::Why,
+        "why: trace the search (or the selected event) through every call; go to where it was lost",
+    ),
+    bind(
         &[KeyCode::Char('F')],
         "F",
         Control::Follow,

@@ -118,7 +118,12 @@ pub fn disposition(app: &App, ix: usize) -> Disposition {
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
     // The metrics strip needs room: on short terminals the panes come first.
-    let strip_height = if frame.area().height >= 30 { 3 } else { 0 };
+    let why_height = u16::from(app.why.is_some());
+    let strip_height = if frame.area().height >= 30 {
+        3 + why_height
+    } else {
+        why_height
+    };
     let [header, strip, middle, detail, footer] = Layout::vertical([
         Constraint::Length(3),
         Constraint::Length(strip_height),
@@ -135,7 +140,10 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
     app.page = history.height.saturating_sub(2) as usize;
 
     draw_header(frame, app, header, theme);
-    draw_metrics(frame, app, strip, theme);
+    let [why_strip, metrics] =
+        Layout::vertical([Constraint::Length(why_height), Constraint::Fill(1)]).areas(strip);
+    draw_why(frame, app, why_strip, theme);
+    draw_metrics(frame, app, metrics, theme);
     level_panes(app, history.height.saturating_sub(2) as usize);
     draw_history(frame, app, history, theme);
     draw_context(frame, app, context, theme);
@@ -290,6 +298,41 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         Paragraph::new(vec![Line::from(first), Line::from(second)]).block(block),
         area,
     );
+}
+
+/// The traced fact's state at every call, one glyph each (the selected call
+/// reversed), then the verdict.
+fn draw_why(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    let Some((_, trace)) = &app.why else {
+        return;
+    };
+    let mut spans = vec![Span::styled(
+        " why     ",
+        Style::default().add_modifier(Modifier::BOLD),
+    )];
+    let width = (area.width as usize).saturating_sub(10);
+    let per = trace.timeline.len().div_ceil(width.max(1)).max(1);
+    let selected = app.current_call().map(|c| c.id);
+    for bucket in trace.timeline.chunks(per) {
+        // The worst state of the bucket, so a loss is never hidden.
+        let point = bucket
+            .iter()
+            .max_by_key(|p| p.state as u8)
+            .expect("chunks are not empty");
+        let style = if point.state.is_present() {
+            theme.fg(Color::Green)
+        } else {
+            theme.fg(Color::Red)
+        };
+        let style = if bucket.iter().any(|p| Some(p.call) == selected) {
+            style.add_modifier(Modifier::REVERSED)
+        } else {
+            style
+        };
+        spans.push(Span::styled(point.state.glyph(), style));
+    }
+    spans.push(Span::raw(format!("  {}", trace.verdict)));
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
 /// One column per call (or per bucket of calls on a narrow screen): tokens
@@ -679,7 +722,11 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
                     .map_or(String::new(), |b| format!(" by {b}"))
             )));
             lines.push(Line::from(""));
-            lines.extend(s.content.lines().map(|l| Line::from(l.to_string())));
+            let needle = match &app.why {
+                Some((crate::analysis::why::Fact::Text(text), _)) => Some(text.to_lowercase()),
+                _ => None,
+            };
+            lines.extend(s.content.lines().map(|l| highlight(l, needle.as_deref())));
         }
         Some(ItemRef::Placeholder(span)) => {
             lines.push(Line::from(format!(
@@ -706,6 +753,32 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
         }
     }
     lines
+}
+
+/// A line with every case-insensitive occurrence of `needle` highlighted.
+fn highlight(line: &str, needle: Option<&str>) -> Line<'static> {
+    let Some(needle) = needle.filter(|n| !n.is_empty()) else {
+        return Line::from(line.to_string());
+    };
+    let lower = line.to_lowercase();
+    if lower.len() != line.len() {
+        // Lowercasing changed byte offsets; show the line plain.
+        return Line::from(line.to_string());
+    }
+    let mut spans = Vec::new();
+    let mut at = 0;
+    while let Some(found) = lower[at..].find(needle) {
+        let start = at + found;
+        spans.push(Span::raw(line[at..start].to_string()));
+        let end = start + needle.len();
+        spans.push(Span::styled(
+            line[start..end].to_string(),
+            Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD),
+        ));
+        at = end;
+    }
+    spans.push(Span::raw(line[at..].to_string()));
+    Line::from(spans)
 }
 
 /// JSON pretty-printed; anything else as it is.
