@@ -390,16 +390,18 @@ impl App {
             match project_call(session, call, &self.choice, &mut self.cache) {
                 Ok((policy, p)) => {
                     let replay = compare(session, call, &p, 0);
-                    let recorded = call.parsed_evictions().unwrap_or_default();
+                    let recorded: std::collections::HashMap<i64, String> = call
+                        .parsed_evictions()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|e| (e.seq, e.action))
+                        .collect();
                     let differs = p
                         .slots
                         .iter()
                         .zip(&session.events)
                         .map(|(slot, e)| {
-                            let was = recorded
-                                .iter()
-                                .find(|r| r.seq == e.seq)
-                                .map_or("verbatim", |r| r.action.as_str());
+                            let was = recorded.get(&e.seq).map_or("verbatim", String::as_str);
                             let now = match slot.status.as_str() {
                                 "pinned" => "verbatim",
                                 s => s,
