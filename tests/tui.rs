@@ -111,6 +111,8 @@ fn help_lists_every_key_of_the_keymap_and_the_legend() {
     }
     let mut app = sample("tool-heavy.db");
     app.step(Control::Help);
+    app.step(Control::Down);
+    assert_eq!(app.help_scroll, 1, "j scrolls the help");
     let screen = text(&draw(&mut app, 100, 40, COLOR));
     assert!(screen.contains("Esc to close") && screen.contains("next model call"));
     app.step(Control::Back);
@@ -185,7 +187,10 @@ fn keys_move_through_calls_turns_panes_search_and_sessions() {
     let picker = text(&draw(&mut two, 100, 30, COLOR));
     assert!(picker.contains("pick a session") && picker.contains("api-review"));
     two.step(Control::Down);
-    two.step(Control::Confirm);
+    // The picker takes Enter as the keymap delivers it.
+    let enter =
+        ratatui::crossterm::event::KeyEvent::from(ratatui::crossterm::event::KeyCode::Enter);
+    two.step(ctxlens::tui::keymap::control_for(enter, false).unwrap());
     assert_eq!(two.session().id(), "api-review");
     two.step(Control::Quit);
     assert!(two.quit);

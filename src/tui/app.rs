@@ -537,11 +537,23 @@ impl App {
             }
             Mode::PolicyInput(key, text) => return super::editor::input(self, control, key, text),
             Mode::Help => {
-                if matches!(
-                    control,
-                    Control::Back | Control::Quit | Control::Help | Control::Confirm
-                ) {
-                    self.mode = Mode::Normal;
+                match control {
+                    // Enter arrives as Detail outside a prompt.
+                    Control::Back
+                    | Control::Quit
+                    | Control::Help
+                    | Control::Confirm
+                    | Control::Detail => {
+                        self.mode = Mode::Normal;
+                        self.help_scroll = 0;
+                    }
+                    Control::Down | Control::PageDown => {
+                        self.help_scroll = self.help_scroll.saturating_add(1)
+                    }
+                    Control::Up | Control::PageUp => {
+                        self.help_scroll = self.help_scroll.saturating_sub(1)
+                    }
+                    _ => {}
                 }
                 return;
             }
@@ -802,7 +814,8 @@ impl App {
         match control {
             Control::Up => self.mode = Mode::Sessions(sel.saturating_sub(1)),
             Control::Down => self.mode = Mode::Sessions((sel + 1).min(count.saturating_sub(1))),
-            Control::Confirm => {
+            // Enter arrives as Detail outside a prompt.
+            Control::Confirm | Control::Detail => {
                 self.mode = Mode::Normal;
                 self.open_session(sel);
             }
