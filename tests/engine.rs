@@ -310,3 +310,44 @@ fn every_event_up_to_last_seq_gets_exactly_one_row() {
             .all(|r| r.status != Status::Dropped.as_str() || r.reason.is_some())
     );
 }
+
+#[test]
+fn a_compaction_that_leaves_95_percent_of_the_tokens_made_no_progress() {
+    // The context without any summary, under a roomy window.
+    let mut b = growing();
+    b.user("go on");
+    b.call();
+    let roomy = policy(&["budget.context_window=100000", "budget.safety_margin=0"]);
+    let before = project_all(&b.log, &roomy).last().unwrap().total_tokens;
+    // Seqs 2..9 (turns 0 to 3) take 4 x (1 + 100) tokens in chars4.
+    let span: u64 = b.log.events[1..9]
+        .iter()
+        .map(|e| e.content.chars().count().div_ceil(4) as u64)
+        .sum();
+    // A target just under the context, and a "summary" barely shorter than its span:
+    // it fits, so it is used, and it saves almost nothing.
+    let tight = policy(&[
+        &format!("budget.context_window={}", before + 100 - 5),
+        "budget.output_reserve=100",
+        "budget.safety_margin=0",
+    ]);
+    let mut padded = b;
+    padded.summary(1, 2, 9, &big(((span - 10) * 4) as usize));
+    padded.user("and on");
+    padded.call();
+    let all = project_all(&padded.log, &tight);
+    let p = all.last().unwrap();
+    assert_eq!(p.summary().map(|s| s.version), Some(1));
+    assert!(p.made_no_progress(None));
+    // The same summary at the next call is no new compaction.
+    assert!(!p.made_no_progress(p.stand));
+
+    // A real summary makes progress.
+    let mut b = growing();
+    b.summary(1, 2, 9, "short");
+    b.user("go on");
+    b.call();
+    let p = project_all(&b.log, &small()).pop().unwrap();
+    assert_eq!(p.summary().map(|s| s.version), Some(1));
+    assert!(!p.made_no_progress(None));
+}

@@ -30,6 +30,8 @@ pub struct CallReplay {
     pub reported_input_tokens: Option<i64>,
     /// (estimate - reported) / reported.
     pub estimate_error: Option<f64>,
+    /// A compaction happened at this call and left 95% or more of the tokens.
+    pub no_progress: bool,
 }
 
 /// How a re-projection differs from the audit record.
@@ -61,6 +63,9 @@ pub struct Replay {
     pub diverging: usize,
     /// Mean of |estimate_error| over the calls with reported usage.
     pub estimate_error: Option<f64>,
+    /// Calls whose compaction made no progress, and the longest run of them.
+    pub no_progress: usize,
+    pub no_progress_run: usize,
 }
 
 /// Replays every call of the session `only` names, or of every session.
@@ -82,7 +87,15 @@ pub fn replay(
     calls.sort_by_key(|c| c.call);
     let matching = calls.iter().filter(|c| c.matches_record).count();
     let errors: Vec<f64> = calls.iter().filter_map(|c| c.estimate_error).collect();
+    let mut run = 0;
+    let mut no_progress_run = 0;
+    for call in &calls {
+        run = if call.no_progress { run + 1 } else { 0 };
+        no_progress_run = no_progress_run.max(run);
+    }
     Replay {
+        no_progress: calls.iter().filter(|c| c.no_progress).count(),
+        no_progress_run,
         matching,
         diverging: calls.len() - matching,
         estimate_error: (!errors.is_empty())
@@ -101,6 +114,7 @@ fn replay_session(
     ordered.sort_by_key(|c| c.id);
     let mut state = SummaryState::default();
     let mut previous: Vec<ItemRef> = Vec::new();
+    let mut previous_stand = None;
     for call in ordered {
         let projected = cache
             .policy(choice, call)
@@ -112,7 +126,9 @@ fn replay_session(
         let replayed = match projected {
             Ok(projected) => {
                 let reused = projected.prefix_reused_tokens(&previous);
-                let replayed = compare(session, call, &projected, reused);
+                let mut replayed = compare(session, call, &projected, reused);
+                replayed.no_progress = projected.made_no_progress(previous_stand);
+                previous_stand = projected.stand;
                 previous = projected.order;
                 replayed
             }
@@ -130,6 +146,7 @@ fn replay_session(
                 over_budget: false,
                 reported_input_tokens: call.usage.input_tokens,
                 estimate_error: None,
+                no_progress: false,
             },
         };
         out.push(replayed);
@@ -186,6 +203,7 @@ pub fn compare(
         estimate_error: reported
             .filter(|&r| r > 0)
             .map(|r| (projected.total_tokens as f64 - r as f64) / r as f64),
+        no_progress: false,
     }
 }
 

@@ -37,9 +37,20 @@ pub fn run(
                     .map_or("-".into(), |e| format!("{:+.1}%", e * 100.0)),
                 c.summary_version.map_or("-".into(), |v| format!("v{v}")),
                 describe(&c.differences, c.differences_total)
+                    + if c.no_progress {
+                        " · compaction made no progress"
+                    } else {
+                        ""
+                    }
             );
         }
         println!();
+        if report.no_progress > 0 {
+            println!(
+                "{} compactions left 95% or more of the tokens (longest run: {})",
+                report.no_progress, report.no_progress_run
+            );
+        }
         println!(
             "{} calls: {} match the record, {} diverge{}",
             report.calls.len(),

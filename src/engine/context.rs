@@ -132,6 +132,8 @@ pub struct Context<'a> {
     pub stand: Option<Stand>,
     pub needs_summary: Option<Span>,
     pub errors: Vec<CallError>,
+    /// Tokens of the events before the summary reducer ran.
+    pub before_summary: u64,
     /// Whether any event is never_evict, so pinning needs looking at.
     pub never_evict: bool,
 }
@@ -159,6 +161,7 @@ impl<'a> Context<'a> {
             stand: None,
             needs_summary: None,
             errors: Vec::new(),
+            before_summary: 0,
             never_evict: false,
         }
     }

@@ -125,6 +125,8 @@ pub struct Projected<'a> {
     pub slots: Vec<Slot>,
     pub stand: Option<Stand>,
     pub needs_summary: Option<Span>,
+    /// Tokens of the events before the summary reducer ran: what compaction started from.
+    pub before_summary: u64,
     pub order: Vec<ItemRef>,
     /// Tokens of each entry of `order`.
     pub order_tokens: Vec<u64>,
@@ -158,6 +160,25 @@ impl Projected<'_> {
 
     fn first_dialogue(&self) -> usize {
         context::leading_system(&self.session.events[..self.slots.len()])
+    }
+
+    /// Tokens of the call's injections.
+    pub fn injected_tokens(&self) -> u64 {
+        self.order
+            .iter()
+            .zip(&self.order_tokens)
+            .filter(|(item, _)| matches!(item, ItemRef::Injection(_)))
+            .map(|(_, tokens)| tokens)
+            .sum()
+    }
+
+    /// Whether a compaction at this call (a summary or placeholder standing in
+    /// where `previous` had another, or none) left the context at 95% or more
+    /// of what it was: the loop other tools' users hit.
+    pub fn made_no_progress(&self, previous: Option<Stand>) -> bool {
+        let compacted = self.stand.is_some() && self.stand != previous;
+        let after = self.total_tokens - self.injected_tokens();
+        compacted && after * 100 >= self.before_summary * 95
     }
 
     /// Tokens of the longest common prefix with `previous`'s context: what a

@@ -158,10 +158,11 @@ impl Reducer for SummaryReducer<'_> {
 
     fn reduce<'a>(
         &self,
-        ctx: Context<'a>,
+        mut ctx: Context<'a>,
         budget: &Budget,
         state: SummaryState,
     ) -> (Context<'a>, SummaryState) {
+        ctx.before_summary = ctx.event_tokens();
         let first = ctx.first_dialogue();
         let Some(first_seq) = ctx.events.get(first).map(|e| e.seq) else {
             return (ctx, state);
@@ -468,6 +469,7 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
         slots: ctx.slots,
         stand: ctx.stand,
         needs_summary: ctx.needs_summary,
+        before_summary: ctx.before_summary,
         order,
         order_tokens,
         injections,
