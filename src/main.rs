@@ -97,6 +97,23 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write the summaries the policy needs and the log lacks, made by COMMAND.
+    ///
+    /// For each span a call needs summarized, COMMAND (run by `sh -c`) gets the span's
+    /// transcript, tool outputs cut to their last 40 lines, with seed 004's summarizer prompts,
+    /// on stdin, and prints the summary. This is the one command that writes to an existing
+    /// log: it adds each summary as a new version, dated at the first call that needed it.
+    /// A failing or silent command is an error naming the span, and nothing is written.
+    Summarize {
+        log: PathBuf,
+        /// The summarizer: a local model, `llm`, curl to an API...
+        #[arg(long = "with", value_name = "COMMAND")]
+        with: String,
+        #[command(flatten)]
+        policy: PolicyArgs,
+        #[arg(long)]
+        session: Option<String>,
+    },
     /// Count the log's tokens per session and kind, beside what the provider reported.
     Stats {
         log: PathBuf,
@@ -181,6 +198,16 @@ fn main() -> ExitCode {
             cli::policy_choice(policy.policy.as_deref(), &policy.sets)
                 .and_then(|choice| cli::why::run(&log, &fact, session.as_deref(), &choice, json))
         }),
+        (
+            Some(Command::Summarize {
+                log,
+                with,
+                policy,
+                session,
+            }),
+            _,
+        ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
+            .and_then(|choice| cli::summarize::run(&log, &with, session.as_deref(), &choice)),
         (
             Some(Command::Replay {
                 log,

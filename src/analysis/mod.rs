@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod replay;
+pub mod summarize;
 pub mod why;
 
 use std::collections::HashMap;

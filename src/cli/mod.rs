@@ -6,6 +6,7 @@ pub mod project;
 pub mod replay;
 pub mod sample;
 pub mod stats;
+pub mod summarize;
 pub mod why;
 
 use std::path::Path;

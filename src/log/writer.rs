@@ -229,6 +229,27 @@ impl Writer {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// Adds several summary versions in one transaction: all of them or none.
+    pub fn add_summaries(&mut self, summaries: &[Summary]) -> Result<Vec<i64>> {
+        for s in summaries {
+            self.require_session(&s.session_id)?;
+        }
+        let err = sqlite_err(&self.path);
+        let tx = self.conn.transaction().map_err(&err)?;
+        let mut ids = Vec::new();
+        for s in summaries {
+            tx.execute(
+                "INSERT INTO summaries (session_id, version, from_seq, to_seq, content, created_at, created_by, meta)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![s.session_id, s.version, s.from_seq, s.to_seq, s.content, s.created_at, s.created_by, s.meta],
+            )
+            .map_err(&err)?;
+            ids.push(tx.last_insert_rowid());
+        }
+        tx.commit().map_err(&err)?;
+        Ok(ids)
+    }
+
     /// Records the audit row of one model call; returns its id.
     pub fn record_call(&mut self, call: &ModelCall) -> Result<i64> {
         self.require_session(&call.session_id)?;

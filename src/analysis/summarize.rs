@@ -1,0 +1,161 @@
+//! `ctxlens summarize`: write the summaries a policy needs and the log lacks,
+//! with whatever model a user's command reaches. Seed 004's prompts.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use super::{PolicyChoice, ProjectionCache};
+use crate::engine::{self, Span, SummaryState};
+use crate::model::{Kind, ModelCall, SessionLog, Summary};
+
+/// The summarizer's system prompt (seed 004, §6.1).
+pub const SYSTEM_PROMPT: &str = "You are a helpful AI assistant tasked with summarizing conversations.
+
+When asked to summarize, provide a detailed but concise summary of the conversation.
+Focus on information that would be helpful for continuing the conversation, including:
+- What was done
+- What is currently being worked on
+- Which files are being modified
+- What needs to be done next
+- Key user requests, constraints, or preferences that should persist
+- Important technical decisions and why they were made
+
+Your summary should be comprehensive enough to provide context but concise enough to be quickly understood.";
+
+/// The instruction after the conversation (seed 004, §6.2).
+pub const INSTRUCTION: &str = "Provide a detailed prompt for continuing our conversation above. Focus on information that would be helpful for continuing the conversation, including what we did, what we're doing, which files we're working on, and what we're going to do next considering new session will not have access to our conversation.";
+
+/// Lines of a tool result kept in the transcript (pre-trim, seed 001): the last ones.
+const TOOL_LINES: usize = 40;
+
+/// The text a summarizer gets for `span`: the prompts around the events, with
+/// tool outputs cut to their last lines.
+pub fn transcript(session: &SessionLog, span: Span) -> String {
+    let mut out = format!(
+        "{SYSTEM_PROMPT}\n\n<conversation seqs=\"{}..{}\">\n",
+        span.from_seq, span.to_seq
+    );
+    for e in session
+        .events
+        .iter()
+        .filter(|e| (span.from_seq..=span.to_seq).contains(&e.seq))
+    {
+        let tool = e
+            .tool_name
+            .as_deref()
+            .map_or(String::new(), |t| format!(" {t}"));
+        out.push_str(&format!(
+            "[seq {} · turn {} · {}{tool}]\n",
+            e.seq, e.turn, e.kind
+        ));
+        let lines: Vec<&str> = e.content.lines().collect();
+        if e.kind == Kind::ToolResult && lines.len() > TOOL_LINES {
+            out.push_str(&format!(
+                "[{} earlier lines cut]\n",
+                lines.len() - TOOL_LINES
+            ));
+            out.push_str(&lines[lines.len() - TOOL_LINES..].join("\n"));
+        } else {
+            out.push_str(&e.content);
+        }
+        out.push('\n');
+    }
+    out.push_str("</conversation>\n\nWhat did we do so far?\n\n");
+    out.push_str(INSTRUCTION);
+    out.push('\n');
+    out
+}
+
+/// Runs `command` (by `sh -c`) with `input` on stdin; its stdout is the summary.
+pub fn run_command(command: &str, input: &str) -> Result<String, String> {
+    let mut child = Command::new("sh")
+        .args(["-c", command])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+    let mut stdin = child.stdin.take().expect("stdin was piped");
+    let input = input.to_string();
+    // Written from another thread, so a command that prints before reading all
+    // of its input cannot deadlock us.
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("`{command}` failed: {e}"))?;
+    let _ = writer.join();
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "`{command}` exited with {}: {}",
+            out.status,
+            stderr.lines().next().unwrap_or("")
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if text.is_empty() {
+        return Err(format!("`{command}` printed nothing"));
+    }
+    Ok(text)
+}
+
+/// Every summary `session` needs under `choice`, in the order the calls need
+/// them, each made by `summarizer` from its transcript. Nothing is written.
+/// A summary is dated at the first call that needed it, so replay uses it from there.
+pub fn plan(
+    session: &SessionLog,
+    choice: &PolicyChoice,
+    mut summarizer: impl FnMut(&str) -> Result<String, String>,
+) -> Result<Vec<Summary>, String> {
+    let mut working = session.clone();
+    let mut written = Vec::new();
+    let mut calls: Vec<&ModelCall> = session.calls.iter().collect();
+    calls.sort_by_key(|c| c.id);
+    loop {
+        let mut cache = ProjectionCache::default();
+        let mut state = SummaryState::default();
+        let mut needed = None;
+        for call in &calls {
+            let policy = cache.policy(choice, call).map_err(|e| e.to_string())?;
+            let counts = cache.counts(&working, policy.budget.encoding);
+            let p = engine::project(&working, call, &policy, &counts, &mut state)?;
+            if let Some(span) = p.needs_summary {
+                needed = Some((span, call.ts.clone()));
+                break;
+            }
+        }
+        let Some((span, ts)) = needed else {
+            return Ok(written);
+        };
+        if written
+            .iter()
+            .any(|s: &Summary| s.from_seq == span.from_seq && s.to_seq == span.to_seq)
+        {
+            return Err(format!(
+                "the summary of seqs {}..{} did not bring the context under its target; stopping",
+                span.from_seq, span.to_seq
+            ));
+        }
+        let text = summarizer(&transcript(&working, span))
+            .map_err(|e| format!("seqs {}..{}: {e}", span.from_seq, span.to_seq))?;
+        let summary = Summary {
+            id: working.summaries.iter().map(|s| s.id).max().unwrap_or(0) + 1,
+            session_id: session.id().to_string(),
+            version: working
+                .summaries
+                .iter()
+                .map(|s| s.version)
+                .max()
+                .unwrap_or(0)
+                + 1,
+            from_seq: span.from_seq,
+            to_seq: span.to_seq,
+            content: text,
+            created_at: ts,
+            created_by: Some("ctxlens summarize".to_string()),
+            meta: None,
+        };
+        working.summaries.push(summary.clone());
+        written.push(summary);
+    }
+}

@@ -1,0 +1,44 @@
+//! `ctxlens summarize LOG --with COMMAND`: the one command that writes to an existing log.
+
+use std::path::Path;
+
+use super::{Outcome, load};
+use crate::analysis::PolicyChoice;
+use crate::analysis::summarize::{plan, run_command};
+use crate::log::Writer;
+
+pub fn run(
+    path: &Path,
+    command: &str,
+    session: Option<&str>,
+    choice: &PolicyChoice,
+) -> anyhow::Result<Outcome> {
+    let log = load(path)?;
+    let sessions: Vec<_> = match session {
+        Some(id) => vec![log.pick_session(Some(id)).map_err(anyhow::Error::msg)?],
+        None => log.sessions.iter().collect(),
+    };
+    // Every command runs before anything is written, so a failure writes nothing.
+    let mut summaries = Vec::new();
+    for s in sessions {
+        let planned = plan(s, choice, |input| run_command(command, input))
+            .map_err(|e| anyhow::anyhow!("{}: session {}: {e}", path.display(), s.id()))?;
+        summaries.extend(planned);
+    }
+    if summaries.is_empty() {
+        println!("{}: no summary is needed", path.display());
+        return Ok(Outcome::Done);
+    }
+    Writer::open(path)?.add_summaries(&summaries)?;
+    for s in &summaries {
+        println!(
+            "added summary v{} of session {} (seqs {}..{}, {} characters)",
+            s.version,
+            s.session_id,
+            s.from_seq,
+            s.to_seq,
+            s.content.len()
+        );
+    }
+    Ok(Outcome::Done)
+}
