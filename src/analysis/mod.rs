@@ -7,6 +7,7 @@ pub mod summarize;
 pub mod why;
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use crate::engine::{self, Counts, Projected, SummaryState};
@@ -16,7 +17,7 @@ use crate::tokens::{Encoding, TokenCache};
 
 /// Which policy projects a call: a file and `--set`s given by the user, over
 /// the call's recorded policy (or the defaults when it has none).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PolicyChoice {
     /// A policy file's path and text; replaces the recorded policy.
     pub file: Option<(String, String)>,
@@ -50,8 +51,8 @@ impl PolicyChoice {
 pub struct ProjectionCache {
     tokens: TokenCache,
     counts: HashMap<(String, Encoding), Arc<Counts>>,
-    /// By the recorded policy's text (empty when the choice ignores it).
-    policies: HashMap<String, Policy>,
+    /// By choice, then by the recorded policy's text (empty when the choice ignores it).
+    policies: HashMap<PolicyChoice, HashMap<String, Policy>>,
 }
 
 impl ProjectionCache {
@@ -70,12 +71,7 @@ impl ProjectionCache {
         counts
     }
 
-    /// Forgets the policies built so far, for when the choice changes.
-    pub fn forget_policies(&mut self) {
-        self.policies.clear();
-    }
-
-    /// The policy `choice` gives `call`, built once per distinct recorded policy.
+    /// The policy `choice` gives `call`, built once per choice and distinct recorded policy.
     pub fn policy(
         &mut self,
         choice: &PolicyChoice,
@@ -85,12 +81,42 @@ impl ProjectionCache {
             (None, Some(text)) => text.as_str(),
             _ => "",
         };
-        if let Some(policy) = self.policies.get(key) {
+        if let Some(policy) = self.policies.get(choice).and_then(|built| built.get(key)) {
             return Ok(policy.clone());
         }
         let policy = choice.for_call(call)?;
-        self.policies.insert(key.to_string(), policy.clone());
+        self.policies
+            .entry(choice.clone())
+            .or_default()
+            .insert(key.to_string(), policy.clone());
         Ok(policy)
+    }
+}
+
+/// Projects every call of `session` in id order with the summary state carried,
+/// as replay does, handing each projection to `visit` as it is made: never all
+/// at once, since a long session's projections would not fit in memory together.
+/// `visit` breaks to stop early.
+pub fn each_call<'a>(
+    session: &'a SessionLog,
+    choice: &PolicyChoice,
+    cache: &mut ProjectionCache,
+    mut visit: impl FnMut(&'a ModelCall, Result<Projected<'a>, String>) -> ControlFlow<()>,
+) {
+    let mut calls: Vec<&ModelCall> = session.calls.iter().collect();
+    calls.sort_by_key(|c| c.id);
+    let mut state = SummaryState::default();
+    for call in calls {
+        let projected = cache
+            .policy(choice, call)
+            .map_err(|e| e.to_string())
+            .and_then(|policy| {
+                let counts = cache.counts(session, policy.budget.encoding);
+                engine::project(session, call, &policy, &counts, &mut state)
+            });
+        if visit(call, projected).is_break() {
+            break;
+        }
     }
 }
 

@@ -2,11 +2,12 @@
 //! its audit record, with token estimates against what the provider reported.
 
 use std::borrow::Cow;
+use std::ops::ControlFlow;
 
 use serde::Serialize;
 
-use super::{PolicyChoice, ProjectionCache};
-use crate::engine::{self, ItemRef, Projected, SummaryState};
+use super::{PolicyChoice, ProjectionCache, each_call};
+use crate::engine::{ItemRef, Projected};
 use crate::model::{Eviction, Log, ModelCall, SessionLog};
 
 /// One call's replay.
@@ -110,19 +111,9 @@ fn replay_session(
     cache: &mut ProjectionCache,
     out: &mut Vec<CallReplay>,
 ) {
-    let mut ordered: Vec<&ModelCall> = session.calls.iter().collect();
-    ordered.sort_by_key(|c| c.id);
-    let mut state = SummaryState::default();
     let mut previous: Vec<ItemRef> = Vec::new();
     let mut previous_stand = None;
-    for call in ordered {
-        let projected = cache
-            .policy(choice, call)
-            .map_err(|e| e.to_string())
-            .and_then(|policy| {
-                let counts = cache.counts(session, policy.budget.encoding);
-                engine::project(session, call, &policy, &counts, &mut state)
-            });
+    each_call(session, choice, cache, |call, projected| {
         let replayed = match projected {
             Ok(projected) => {
                 let reused = projected.prefix_reused_tokens(&previous);
@@ -150,7 +141,8 @@ fn replay_session(
             },
         };
         out.push(replayed);
-    }
+        ControlFlow::Continue(())
+    });
 }
 
 pub fn compare(

@@ -4,9 +4,11 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use super::{PolicyChoice, ProjectionCache};
-use crate::engine::{self, Span, SummaryState};
-use crate::model::{Kind, ModelCall, SessionLog, Summary};
+use std::ops::ControlFlow;
+
+use super::{PolicyChoice, ProjectionCache, each_call};
+use crate::engine::Span;
+use crate::model::{Kind, SessionLog, Summary};
 
 /// The summarizer's system prompt (seed 004, §6.1).
 pub const SYSTEM_PROMPT: &str = "You are a helpful AI assistant tasked with summarizing conversations.
@@ -109,22 +111,22 @@ pub fn plan(
 ) -> Result<Vec<Summary>, String> {
     let mut working = session.clone();
     let mut written = Vec::new();
-    let mut calls: Vec<&ModelCall> = session.calls.iter().collect();
-    calls.sort_by_key(|c| c.id);
     loop {
-        let mut cache = ProjectionCache::default();
-        let mut state = SummaryState::default();
-        let mut needed = None;
-        for call in &calls {
-            let policy = cache.policy(choice, call).map_err(|e| e.to_string())?;
-            let counts = cache.counts(&working, policy.budget.encoding);
-            let p = engine::project(&working, call, &policy, &counts, &mut state)?;
-            if let Some(span) = p.needs_summary {
-                needed = Some((span, call.ts.clone()));
-                break;
-            }
-        }
-        let Some((span, ts)) = needed else {
+        // The first call, in replay's order, that needs a summary the log lacks.
+        let mut needed = Ok(None);
+        each_call(
+            &working,
+            choice,
+            &mut ProjectionCache::default(),
+            |call, projected| {
+                needed = projected.map(|p| p.needs_summary.map(|span| (span, call.ts.clone())));
+                match needed {
+                    Ok(None) => ControlFlow::Continue(()),
+                    _ => ControlFlow::Break(()),
+                }
+            },
+        );
+        let Some((span, ts)) = needed? else {
             return Ok(written);
         };
         if written

@@ -1,12 +1,14 @@
 //! `ctxlens why`: trace a fact through every model call. Was it compacted
 //! out, and by what, or did the model have it and ignore it?
 
+use std::ops::ControlFlow;
+
 use regex::Regex;
 use serde::Serialize;
 
-use super::{PolicyChoice, ProjectionCache};
-use crate::engine::{self, Projected, Stand, Status, SummaryState};
-use crate::model::{ModelCall, SessionLog};
+use super::{PolicyChoice, ProjectionCache, each_call};
+use crate::engine::{Projected, Stand, Status};
+use crate::model::SessionLog;
 
 /// What the user is asking about.
 #[derive(Clone, Debug)]
@@ -192,25 +194,6 @@ fn rank(state: State) -> u8 {
     state as u8
 }
 
-/// Every call's projection under `choice`, with the state carried, as replay does.
-fn project_all<'a>(
-    session: &'a SessionLog,
-    choice: &PolicyChoice,
-    cache: &mut ProjectionCache,
-) -> Vec<Result<Projected<'a>, String>> {
-    let mut calls: Vec<&ModelCall> = session.calls.iter().collect();
-    calls.sort_by_key(|c| c.id);
-    let mut state = SummaryState::default();
-    calls
-        .into_iter()
-        .map(|call| {
-            let policy = cache.policy(choice, call).map_err(|e| e.to_string())?;
-            let counts = cache.counts(session, policy.budget.encoding);
-            engine::project(session, call, &policy, &counts, &mut state)
-        })
-        .collect()
-}
-
 /// Traces `fact` through every call of `session` under `choice`.
 pub fn trace(session: &SessionLog, fact: &Fact, choice: &PolicyChoice) -> Result<Trace, String> {
     let fact_events = fact.events(session);
@@ -221,29 +204,42 @@ pub fn trace(session: &SessionLog, fact: &Fact, choice: &PolicyChoice) -> Result
             fact.describe()
         ));
     }
-    let mut cache = ProjectionCache::default();
-    let projected = project_all(session, choice, &mut cache)
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
     let mut timeline = Vec::new();
     let mut lost_at = None;
     let mut seen = false;
-    for p in &projected {
-        let (state, ix) = state_at(fact, &fact_events, p);
-        timeline.push(Point {
-            call: p.call.id,
-            turn: p.call.turn,
-            state,
-        });
-        seen |= state != State::Future;
-        if state.is_present() {
-            lost_at = None;
-        } else if seen && state != State::Future {
-            let lost = lost_at.get_or_insert_with(|| why_lost(p, ix, state));
-            if state == State::SummarizedLost && lost.summary_version.is_none() {
-                lost.summary_version = p.summary().map(|s| s.version);
+    let mut failed = None;
+    each_call(
+        session,
+        choice,
+        &mut ProjectionCache::default(),
+        |_, projected| {
+            let p = match projected {
+                Ok(p) => p,
+                Err(e) => {
+                    failed = Some(e);
+                    return ControlFlow::Break(());
+                }
+            };
+            let (state, ix) = state_at(fact, &fact_events, &p);
+            timeline.push(Point {
+                call: p.call.id,
+                turn: p.call.turn,
+                state,
+            });
+            seen |= state != State::Future;
+            if state.is_present() {
+                lost_at = None;
+            } else if seen && state != State::Future {
+                let lost = lost_at.get_or_insert_with(|| why_lost(&p, ix, state));
+                if state == State::SummarizedLost && lost.summary_version.is_none() {
+                    lost.summary_version = p.summary().map(|s| s.version);
+                }
             }
-        }
+            ControlFlow::Continue(())
+        },
+    );
+    if let Some(error) = failed {
+        return Err(error);
     }
     let present_at_last = timeline.last().is_some_and(|p| p.state.is_present());
     let keep_with = if present_at_last {
@@ -363,10 +359,18 @@ fn keep_with(
     candidates.into_iter().find_map(|sets| {
         let mut trial = choice.clone();
         trial.sets.extend(sets.iter().cloned());
-        let mut cache = ProjectionCache::default();
-        let last = project_all(session, &trial, &mut cache).pop()?.ok()?;
-        let (state, _) = state_at(fact, fact_events, &last);
-        state.is_present().then(|| {
+        // Only the last call's state matters; each projection is dropped as the next comes.
+        let mut last = None;
+        each_call(
+            session,
+            &trial,
+            &mut ProjectionCache::default(),
+            |_, projected| {
+                last = projected.ok().map(|p| state_at(fact, fact_events, &p).0);
+                ControlFlow::Continue(())
+            },
+        );
+        last?.is_present().then(|| {
             sets.iter()
                 .map(|s| format!("--set {s}"))
                 .collect::<Vec<_>>()

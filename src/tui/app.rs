@@ -114,7 +114,6 @@ pub struct MetricsJob {
 impl MetricsJob {
     /// Replays the session; the cache is the worker's own, kept between jobs.
     pub fn run(&self, cache: &mut ProjectionCache) -> Vec<CallReplay> {
-        cache.forget_policies();
         replay(&self.log, Some(&self.session), &self.choice, cache).calls
     }
 }
@@ -286,7 +285,6 @@ impl App {
             choice.for_call(call).map_err(|e| e.to_string())?;
         }
         self.choice = choice;
-        self.cache.forget_policies();
         self.select_call(self.call);
         self.measure();
         Ok(())
@@ -297,9 +295,7 @@ impl App {
         let log = Arc::clone(&self.log);
         let id = log.sessions[self.session].id().to_string();
         let recorded = PolicyChoice::default();
-        self.cache.forget_policies();
         self.recorded_metrics = replay(&log, Some(&id), &recorded, &mut self.cache).calls;
-        self.cache.forget_policies();
     }
 
     /// Replays the session's calls for the metrics strip.
