@@ -11,7 +11,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{self, Counts, ItemRef, Span, SummaryState};
+use crate::engine::{self, Counts, ItemRef, Span, State};
 use crate::log::{LogError, Writer};
 use crate::model::{Event, Eviction, Kind, ModelCall, Session, SessionLog, Summary, Usage};
 use crate::policy::{Policy, PolicyBuilder};
@@ -705,7 +705,7 @@ struct HostState {
     turn: i64,
     started: bool,
     tokens: TokenCache,
-    state: SummaryState,
+    state: State,
     /// The previous call's context, for what a provider cache reuses.
     previous: Vec<ItemRef>,
     /// The span the newest call said needs a summary.
@@ -733,7 +733,7 @@ impl HostState {
             turn: 0,
             started: false,
             tokens: TokenCache::new(),
-            state: SummaryState::default(),
+            state: State::default(),
             previous: Vec::new(),
             needs_summary: None,
         }

@@ -119,7 +119,7 @@ fn category(p: &Projected, item: &ItemRef) -> u8 {
         .unwrap_or(0);
     match *item {
         ItemRef::Event(ix, _) if ix < first => 0,
-        ItemRef::Summary(_) | ItemRef::Placeholder(_) => 1,
+        ItemRef::Summary(_) | ItemRef::Placeholder(_) | ItemRef::Generated(_) => 1,
         ItemRef::Event(_, Status::Pinned) => 2,
         ItemRef::Event(..) => 3,
         ItemRef::Injection(_) => 4,

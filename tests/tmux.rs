@@ -122,6 +122,7 @@ fn a_user_steps_to_the_call_where_the_fact_was_summarized_away() {
     let rows = ctxlens::policy::key_docs();
     let at = rows
         .iter()
+        .filter(|(k, _)| ctxlens::policy::Preset::Pipeline.reads(k))
         .position(|(k, _)| k == "tool_results.keep_turns")
         .unwrap();
     for _ in 0..at {

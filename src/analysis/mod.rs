@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use crate::engine::{self, Counts, Projected, SummaryState};
+use crate::engine::{self, Counts, Projected, State};
 use crate::model::{ModelCall, SessionLog};
 use crate::policy::{Policy, PolicyBuilder, PolicyError};
 use crate::tokens::{Encoding, TokenCache};
@@ -105,7 +105,7 @@ pub fn each_call<'a>(
 ) {
     let mut calls: Vec<&ModelCall> = session.calls.iter().collect();
     calls.sort_by_key(|c| c.id);
-    let mut state = SummaryState::default();
+    let mut state = State::default();
     for call in calls {
         let projected = cache
             .policy(choice, call)
@@ -134,7 +134,7 @@ pub fn project_call<'a>(
         let counts = cache.counts(session, policy.budget.encoding);
         Some((policy, counts))
     };
-    let mut state: SummaryState = engine::state_before(session, call, policy_of);
+    let mut state: State = engine::state_before(session, call, policy_of);
     let counts = cache.counts(session, policy.budget.encoding);
     let projected = engine::project(session, call, &policy, &counts, &mut state)
         .map_err(|e| anyhow::anyhow!("model call {}: {e}", call.id))?;

@@ -31,6 +31,9 @@ pub struct CallReplay {
     pub reported_input_tokens: Option<i64>,
     /// (estimate - reported) / reported.
     pub estimate_error: Option<f64>,
+    /// The triggers that fired at this call (seed 001), and whether it compacted.
+    pub triggers: Vec<&'static str>,
+    pub compacted: bool,
     /// A compaction happened at this call and left 95% or more of the tokens.
     pub no_progress: bool,
 }
@@ -112,14 +115,12 @@ fn replay_session(
     out: &mut Vec<CallReplay>,
 ) {
     let mut previous: Vec<ItemRef> = Vec::new();
-    let mut previous_stand = None;
     each_call(session, choice, cache, |call, projected| {
         let replayed = match projected {
             Ok(projected) => {
                 let reused = projected.prefix_reused_tokens(&previous);
                 let mut replayed = compare(session, call, &projected, reused);
-                replayed.no_progress = projected.made_no_progress(previous_stand);
-                previous_stand = projected.stand;
+                replayed.no_progress = projected.made_no_progress();
                 previous = projected.order;
                 replayed
             }
@@ -137,6 +138,8 @@ fn replay_session(
                 over_budget: false,
                 reported_input_tokens: call.usage.input_tokens,
                 estimate_error: None,
+                triggers: Vec::new(),
+                compacted: false,
                 no_progress: false,
             },
         };
@@ -195,6 +198,8 @@ pub fn compare(
         estimate_error: reported
             .filter(|&r| r > 0)
             .map(|r| (projected.total_tokens as f64 - r as f64) / r as f64),
+        triggers: projected.fired.clone(),
+        compacted: projected.compacted,
         no_progress: false,
     }
 }

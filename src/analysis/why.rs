@@ -170,8 +170,8 @@ fn state_at(fact: &Fact, fact_events: &[usize], p: &Projected) -> (State, Option
                 Status::Summarized => {
                     let source = &session.events[ix].content;
                     let kept = p
-                        .summary()
-                        .is_some_and(|s| fact.in_text(&s.content, Some(source)));
+                        .stand_text()
+                        .is_some_and(|text| fact.in_text(&text, Some(source)));
                     if kept {
                         State::SummarizedKept
                     } else {

@@ -21,12 +21,12 @@ pub fn run(
         print_json(&report)?;
     } else {
         println!(
-            "{:>1} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7}  {:<7} differences",
-            "", "call", "turn", "tokens", "reused", "reported", "error", "summary"
+            "{:>1} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7}  {:<7} {:<14} differences",
+            "", "call", "turn", "tokens", "reused", "reported", "error", "summary", "trigger"
         );
         for c in &report.calls {
             println!(
-                "{:>1} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7}  {:<7} {}",
+                "{:>1} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7}  {:<7} {:<14} {}",
                 if c.matches_record { "" } else { "*" },
                 c.call,
                 c.turn,
@@ -36,6 +36,11 @@ pub fn run(
                 c.estimate_error
                     .map_or("-".into(), |e| format!("{:+.1}%", e * 100.0)),
                 c.summary_version.map_or("-".into(), |v| format!("v{v}")),
+                match (c.triggers.is_empty(), c.compacted) {
+                    (true, _) => "-".to_string(),
+                    (false, true) => format!("{}*", c.triggers.join("+")),
+                    (false, false) => c.triggers.join("+"),
+                },
                 describe(&c.differences, c.differences_total)
                     + if c.no_progress {
                         " · compaction made no progress"

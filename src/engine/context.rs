@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{CallError, ReducerName, Span, Stand, Status};
-use crate::model::{Event, Kind, ModelCall, SessionLog};
+use crate::model::{Event, Injection, Kind, ModelCall, SessionLog};
 use crate::tokens::{Encoding, TokenCache};
 
 /// Token counts of a session's events and summaries in one encoding, by index.
@@ -74,6 +74,54 @@ pub enum Why {
     Pinned {
         span: Span,
     },
+    /// A user message kept verbatim inside a summarized span (preserve-user).
+    UserKept {
+        span: Span,
+        max_user_tokens: u64,
+    },
+    /// Truncated or elided by tiered phase 1, 2 or 3, which starts at `from`
+    /// percent of the target; the context was at `percent`.
+    Tier {
+        phase: u8,
+        from: u64,
+        percent: u64,
+    },
+    /// Older than the newest `keep_recent` events and longer than `limit` characters.
+    Structural {
+        keep_recent: u64,
+        limit: u64,
+    },
+    /// Its turn is kept but over the per-turn cap.
+    TurnCap {
+        turn: i64,
+        cap: u64,
+    },
+    /// Block compaction: in the first steps of the call's turn, kept verbatim.
+    BlockFirst {
+        steps: u64,
+    },
+    /// Block compaction: in the newest steps, tool output cut to `lines` lines.
+    BlockRecent {
+        lines: u64,
+    },
+    /// Block compaction: its step became a one-liner.
+    BlockCompacted {
+        turn: i64,
+    },
+    /// Block compaction: its step's one-liner did not fit max_summary_tokens.
+    BlockOverflow {
+        turn: i64,
+        max_summary_tokens: u64,
+    },
+    /// Block compaction: its turn is outside the scope of earlier turns loaded.
+    BlockScope {
+        turn: i64,
+    },
+    /// Opencode's prune cleared this output at `call`.
+    Pruned {
+        call: i64,
+        protect: u64,
+    },
 }
 
 impl Why {
@@ -106,6 +154,52 @@ impl Why {
                 "{tool} is never_evict: kept verbatim after the summary of {}..{}",
                 span.from_seq, span.to_seq
             ),
+            Why::UserKept {
+                span,
+                max_user_tokens,
+            } => format!(
+                "a user message of seqs {}..{}, kept within max_user_tokens {max_user_tokens}",
+                span.from_seq, span.to_seq
+            ),
+            Why::Tier {
+                phase,
+                from,
+                percent,
+            } => {
+                let what = match phase {
+                    1 => "tool-result bodies are truncated",
+                    2 => "assistant narrative is truncated",
+                    _ => "tool results become one-line placeholders",
+                };
+                format!("the context is at {percent}% of its target: from {from}% {what}")
+            }
+            Why::Structural { keep_recent, limit } => format!(
+                "older than the newest {keep_recent} events and longer than {limit} characters"
+            ),
+            Why::TurnCap { turn, cap } => {
+                format!("turn {turn} is kept but over its cap of {cap} tokens")
+            }
+            Why::BlockFirst { steps } => {
+                format!("in keep_first: the first {steps} steps of the turn stay verbatim")
+            }
+            Why::BlockRecent { lines } => {
+                format!("in keep_recent: tool output cut to {lines} lines")
+            }
+            Why::BlockCompacted { turn } => {
+                format!("turn {turn}: its step is a one-liner in the compacted section")
+            }
+            Why::BlockOverflow {
+                turn,
+                max_summary_tokens,
+            } => format!(
+                "turn {turn}: its step's one-liner does not fit max_summary_tokens {max_summary_tokens}"
+            ),
+            Why::BlockScope { turn } => {
+                format!("turn {turn} is outside the compaction scope: not loaded")
+            }
+            Why::Pruned { call, protect } => format!(
+                "pruned at call {call}: older than the newest {protect} tokens of tool output"
+            ),
         }
     }
 }
@@ -118,6 +212,18 @@ pub struct Slot {
     pub why: Why,
     /// Tokens the event takes as sent (0 when not sent).
     pub tokens: u64,
+    /// How a truncated event is cut.
+    pub cut: Cut,
+}
+
+/// How much of a truncated event's content is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cut {
+    Whole,
+    /// The first this many characters.
+    Head(u32),
+    /// The first this many lines.
+    HeadLines(u32),
 }
 
 /// The context as it moves through the reducers.
@@ -136,6 +242,10 @@ pub struct Context<'a> {
     pub before_summary: u64,
     /// Whether any event is never_evict, so pinning needs looking at.
     pub never_evict: bool,
+    /// Text the engine made for the stand item (see `Projected::made_text`).
+    pub made_text: Option<String>,
+    /// Messages the engine adds after the tail (opencode's continue message).
+    pub synthetic: Vec<Injection>,
 }
 
 impl<'a> Context<'a> {
@@ -150,6 +260,7 @@ impl<'a> Context<'a> {
                 reducer: None,
                 why: Why::Kept,
                 tokens: u64::from(counts.events.get(ix).copied().unwrap_or(0)),
+                cut: Cut::Whole,
             })
             .collect();
         Context {
@@ -163,6 +274,8 @@ impl<'a> Context<'a> {
             errors: Vec::new(),
             before_summary: 0,
             never_evict: false,
+            made_text: None,
+            synthetic: Vec::new(),
         }
     }
 
@@ -173,7 +286,28 @@ impl<'a> Context<'a> {
             reducer: Some(reducer),
             why,
             tokens: if status.is_sent() { tokens } else { 0 },
+            cut: Cut::Whole,
         };
+    }
+
+    /// Truncates the event at `ix` to `cut`, if that makes it shorter; its
+    /// tokens are those of the text as sent, marker included.
+    pub fn truncate(&mut self, ix: usize, cut: Cut, reducer: ReducerName, why: Why) {
+        let content = &self.events[ix].content;
+        let Some(text) = super::text::cut_text(content, cut) else {
+            return;
+        };
+        let tokens = self.counts.text(&text);
+        if tokens >= self.slots[ix].tokens {
+            return;
+        }
+        self.set(ix, Status::Truncated, reducer, why, tokens);
+        self.slots[ix].cut = cut;
+    }
+
+    /// Tokens of the event at `ix` as the log holds it.
+    pub fn raw_tokens(&self, ix: usize) -> u64 {
+        u64::from(self.counts.events.get(ix).copied().unwrap_or(0))
     }
 
     /// Tokens of every event as it would be sent now.

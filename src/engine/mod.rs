@@ -4,17 +4,27 @@
 //! The `pipeline` policy is seed 000's reducer pipeline, run cheap to expensive:
 //! tool-result retention, the sliding window, then the summary; layout last.
 
+mod block;
 mod context;
+mod opencode;
+mod pretrim;
 mod reducers;
 mod render;
+mod split;
+mod text;
+mod trigger;
+mod trim;
 
 use std::sync::Arc;
 
 use serde::Serialize;
 
-pub use context::{Context, Counts, Slot, Why};
-pub use reducers::{Reducer, SummaryState, placeholder_text};
+pub use context::{Context, Counts, Cut, Slot, Why};
+pub use pretrim::{PreTrim, pretrim};
+pub use reducers::{Reducer, placeholder_text};
 pub use render::{Item, Projection, Row};
+pub use text::{cut_text, sent_text};
+pub use trigger::seconds;
 
 use crate::model::{Injection, ModelCall, SessionLog, Summary};
 use crate::policy::{Budget, Policy, Preset};
@@ -56,6 +66,15 @@ pub enum ReducerName {
     ToolResults,
     Window,
     Summary,
+    /// A user message kept by preserve-user.
+    PreserveUser,
+    /// recent-turns' per-turn cap.
+    TurnCap,
+    Tiered,
+    Structural,
+    Block,
+    /// Opencode's tool-output prune.
+    Prune,
 }
 
 impl ReducerName {
@@ -64,6 +83,12 @@ impl ReducerName {
             ReducerName::ToolResults => "tool_results",
             ReducerName::Window => "window",
             ReducerName::Summary => "summary",
+            ReducerName::PreserveUser => "preserve_user",
+            ReducerName::TurnCap => "turn_cap",
+            ReducerName::Tiered => "tiered",
+            ReducerName::Structural => "structural",
+            ReducerName::Block => "block",
+            ReducerName::Prune => "prune",
         }
     }
 }
@@ -82,6 +107,8 @@ pub enum Stand {
     Summary(usize),
     /// A summary is needed for this span and none is recorded.
     Placeholder(Span),
+    /// Text the engine made from the span itself (block's one-liners).
+    Generated(Span),
 }
 
 /// Something that went wrong at a call (CONTRACT.md §5 `errors`).
@@ -98,6 +125,7 @@ pub enum ItemRef {
     Event(usize, Status),
     Summary(usize),
     Placeholder(Span),
+    Generated(Span),
     Injection(usize),
 }
 
@@ -108,7 +136,8 @@ impl ItemRef {
         match (*self, *other) {
             (ItemRef::Event(a, s), ItemRef::Event(b, t)) => a == b && s == t,
             (ItemRef::Summary(a), ItemRef::Summary(b)) => a == b,
-            (ItemRef::Placeholder(a), ItemRef::Placeholder(b)) => a == b,
+            (ItemRef::Placeholder(a), ItemRef::Placeholder(b))
+            | (ItemRef::Generated(a), ItemRef::Generated(b)) => a == b,
             (ItemRef::Injection(a), ItemRef::Injection(b)) => a == b,
             _ => false,
         }
@@ -134,9 +163,31 @@ pub struct Projected<'a> {
     pub total_tokens: u64,
     pub over_budget: bool,
     pub errors: Vec<CallError>,
+    /// Text the engine put in the stand item: block's one-liners, or the
+    /// structured state an executive summary opens with.
+    pub made_text: Option<String>,
+    /// The triggers that fired at this call (empty when none did).
+    pub fired: Vec<&'static str>,
+    /// Whether this call compacted: its summary, placeholder or block moved.
+    pub compacted: bool,
+    /// The token counts the projection was made with.
+    pub counts: Arc<Counts>,
 }
 
 impl Projected<'_> {
+    /// The text of the item standing in for the oldest span, as sent.
+    pub fn stand_text(&self) -> Option<String> {
+        let own = match self.stand? {
+            Stand::Summary(ix) => self.session.summaries[ix].content.clone(),
+            Stand::Placeholder(span) => placeholder_text(self.session, span),
+            Stand::Generated(_) => return self.made_text.clone(),
+        };
+        Some(match &self.made_text {
+            Some(made) => format!("{made}\n\n{own}"),
+            None => own,
+        })
+    }
+
     /// The recorded summary in use, if one is.
     pub fn summary(&self) -> Option<&Summary> {
         match self.stand {
@@ -172,13 +223,11 @@ impl Projected<'_> {
             .sum()
     }
 
-    /// Whether a compaction at this call (a summary or placeholder standing in
-    /// where `previous` had another, or none) left the context at 95% or more
-    /// of what it was: the loop other tools' users hit.
-    pub fn made_no_progress(&self, previous: Option<Stand>) -> bool {
-        let compacted = self.stand.is_some() && self.stand != previous;
+    /// Whether a compaction at this call left the context at 95% or more of
+    /// what it was: the loop other tools' users hit.
+    pub fn made_no_progress(&self) -> bool {
         let after = self.total_tokens - self.injected_tokens();
-        compacted && after * 100 >= self.before_summary * 95
+        self.compacted && after * 100 >= self.before_summary * 95
     }
 
     /// Tokens of the longest common prefix with `previous`'s context: what a
@@ -194,41 +243,111 @@ impl Projected<'_> {
     }
 }
 
+/// What carries from one call of a session to the next.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct State {
+    /// Pipeline: the recorded summary in use, so the split point holds still
+    /// from one call to the next until a newer version is needed.
+    pub in_use: Option<i64>,
+    /// Presets that summarize a span: the span compacted so far.
+    pub split: Option<Span>,
+    /// Whether that compaction was automatic (opencode then sends its continue message).
+    pub auto: bool,
+    /// Block: compacted through this seq.
+    pub block_through: Option<i64>,
+    /// Opencode: the tool results pruned, with the call that pruned them, by seq.
+    pub pruned: Arc<Vec<(i64, i64)>>,
+    pub previous_last_seq: Option<i64>,
+    pub previous_compacted: bool,
+    pub previous_stand: Option<Stand>,
+    pub last_fired_ts: Option<String>,
+}
+
 /// Projects one call given the state carried from the session's earlier calls.
 pub fn project<'a>(
     session: &'a SessionLog,
     call: &'a ModelCall,
     policy: &Policy,
     counts: &Arc<Counts>,
-    state: &mut SummaryState,
+    state: &mut State,
 ) -> Result<Projected<'a>, String> {
-    if policy.preset != Preset::Pipeline {
-        return Err(format!(
-            "preset '{}' is not built yet; only 'pipeline' projects in this version",
-            policy.preset.name()
-        ));
-    }
     let budget = policy.budget();
     let context = Context::new(session, call, Arc::clone(counts));
-    let (context, ()) = reducers::ToolResults(&policy.tool_results).reduce(context, &budget, ());
-    let (context, ()) = reducers::Window(&policy.window).reduce(context, &budget, ());
-    let summary = reducers::SummaryReducer(&policy.summary);
-    let (context, next) = summary.reduce(context, &budget, state.clone());
-    *state = next;
-    Ok(reducers::layout(context, budget))
+    let before = state.block_through;
+    let mut fired = Vec::new();
+    let context = match policy.preset {
+        Preset::Pipeline => {
+            let (context, ()) =
+                reducers::ToolResults(&policy.tool_results).reduce(context, &budget, ());
+            let (context, ()) = reducers::Window(&policy.window).reduce(context, &budget, ());
+            fired = trigger::fired(&context, &budget, policy, state);
+            let summary = reducers::SummaryReducer {
+                policy: &policy.summary,
+                fired: !fired.is_empty(),
+            };
+            let (context, next) = summary.reduce(context, &budget, state.clone());
+            *state = next;
+            context
+        }
+        Preset::PreserveUser
+        | Preset::TokenFraction
+        | Preset::RecentTurns
+        | Preset::Adaptive
+        | Preset::Executive => split::project(context, &budget, policy, state, &mut fired),
+        Preset::Tiered => trim::tiered(context, &budget, &policy.tiered, &mut fired),
+        Preset::Structural => trim::structural(context, &policy.structural, &mut fired),
+        Preset::Block => block::project(context, &budget, policy, state, &mut fired),
+        Preset::Opencode => opencode::project(context, &budget, policy, state, &mut fired),
+    };
+    // A compaction: what stands in for the oldest span changed, the block
+    // moved, or a byte-rule preset or opencode's prune cut something.
+    let covers = |stand: Option<Stand>| match stand? {
+        Stand::Summary(ix) => session.summaries.get(ix).map(|s| (s.from_seq, s.to_seq)),
+        Stand::Placeholder(span) | Stand::Generated(span) => Some((span.from_seq, span.to_seq)),
+    };
+    let stand_moved =
+        context.stand.is_some() && covers(context.stand) != covers(state.previous_stand);
+    let cut = matches!(
+        policy.preset,
+        Preset::Tiered | Preset::Structural | Preset::Opencode
+    ) && !fired.is_empty();
+    let compacted = stand_moved || before != state.block_through || cut;
+    if !fired.is_empty() {
+        state.last_fired_ts = Some(call.ts.clone());
+    }
+    state.previous_last_seq = Some(call.last_seq);
+    state.previous_compacted = compacted;
+    state.previous_stand = context.stand;
+    let mut projected = reducers::layout(context, budget);
+    projected.fired = fired;
+    projected.compacted = compacted;
+    Ok(projected)
 }
 
 /// The state before `call`, from the session's earlier calls in id order.
-/// It only ever goes from "no summary in use" to "in use", at the first call
-/// that is over its target with a summary it could use; so the earlier calls
-/// are projected only until that one is found.
-pub fn state_before<F>(session: &SessionLog, call: &ModelCall, mut policy_of: F) -> SummaryState
+/// In the pipeline with triggers that look only at the call itself, the state
+/// only ever goes from "no summary in use" to "in use", at the first call that
+/// is over with a summary it could use; so the earlier calls are projected only
+/// until that one is found. Every other policy walks all earlier calls.
+pub fn state_before<F>(session: &SessionLog, call: &ModelCall, mut policy_of: F) -> State
 where
     F: FnMut(&ModelCall) -> Option<(Policy, Arc<Counts>)>,
 {
     let mut earlier: Vec<&ModelCall> = session.calls.iter().filter(|c| c.id < call.id).collect();
     earlier.sort_by_key(|c| c.id);
-    for previous in earlier {
+    let quick = policy_of(call)
+        .is_some_and(|(p, _)| p.preset == Preset::Pipeline && p.trigger.looks_only_at_the_call());
+    if !quick {
+        let mut state = State::default();
+        for previous in earlier {
+            if let Some((policy, counts)) = policy_of(previous) {
+                let _ = project(session, previous, &policy, &counts, &mut state);
+            }
+        }
+        return state;
+    }
+    let mut base = State::default();
+    for &previous in &earlier {
         let could_use = session
             .summaries
             .iter()
@@ -239,12 +358,19 @@ where
         let Some((policy, counts)) = policy_of(previous) else {
             continue;
         };
-        let mut state = SummaryState::default();
+        let mut state = State::default();
         if project(session, previous, &policy, &counts, &mut state).is_ok()
             && state.in_use.is_some()
         {
-            return state;
+            base = state;
+            break;
         }
     }
-    SummaryState::default()
+    // The call just before, projected from there, tells what it sent.
+    if let Some(&last) = earlier.last()
+        && let Some((policy, counts)) = policy_of(last)
+    {
+        let _ = project(session, last, &policy, &counts, &mut base);
+    }
+    base
 }

@@ -4,7 +4,7 @@
 //! `reduce(context, budget, state) -> (context, state)`.
 
 use super::context::{Context, Why};
-use super::{CallError, ItemRef, Projected, ReducerName, Span, Stand, Status};
+use super::{CallError, ItemRef, Projected, ReducerName, Span, Stand, State, Status};
 use crate::model::{Kind, ModelCall, SessionLog, Summary};
 use crate::policy::{self, Budget, Mode, Retention};
 
@@ -134,16 +134,13 @@ impl Reducer for Window<'_> {
     }
 }
 
-/// The summary reducer's memory: the recorded summary in use, so the split
-/// point holds still from one call to the next until a newer version is needed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SummaryState {
-    pub in_use: Option<i64>,
-}
-
 /// Reducer 3: the newest recorded summary that covers the oldest span, or a
-/// placeholder that says which span needs one.
-pub struct SummaryReducer<'p>(pub &'p policy::SummaryPolicy);
+/// placeholder that says which span needs one. It compacts when the policy's
+/// trigger `fired` (by default: the context is over its target).
+pub struct SummaryReducer<'p> {
+    pub policy: &'p policy::SummaryPolicy,
+    pub fired: bool,
+}
 
 /// Whether a summary could have been sent with this call (CONTRACT.md §1).
 pub fn applicable(summary: &Summary, call: &ModelCall) -> bool {
@@ -154,14 +151,14 @@ pub fn applicable(summary: &Summary, call: &ModelCall) -> bool {
 }
 
 impl Reducer for SummaryReducer<'_> {
-    type State = SummaryState;
+    type State = State;
 
     fn reduce<'a>(
         &self,
         mut ctx: Context<'a>,
         budget: &Budget,
-        state: SummaryState,
-    ) -> (Context<'a>, SummaryState) {
+        state: State,
+    ) -> (Context<'a>, State) {
         ctx.before_summary = ctx.event_tokens();
         let first = ctx.first_dialogue();
         let Some(first_seq) = ctx.events.get(first).map(|e| e.seq) else {
@@ -172,27 +169,28 @@ impl Reducer for SummaryReducer<'_> {
         let newest = summaries
             .iter()
             .enumerate()
-            .filter(|(_, s)| self.0.use_recorded && fits(s))
+            .filter(|(_, s)| self.policy.use_recorded && fits(s))
             .max_by_key(|(_, s)| (s.version, s.id))
             .map(|(ix, _)| ix);
         // Before the context first outgrows its target no summary is used; from
         // then on the newest applicable one is, so the split point moves only when
         // a new version is recorded (CONTRACT.md §6.6).
-        let in_use = state.in_use.is_some() && self.0.use_recorded;
-        let over = ctx.event_tokens() > budget.target;
+        let in_use = state.in_use.is_some() && self.policy.use_recorded;
+        let over = self.fired;
         let Some(ix) = newest.filter(|_| in_use || over) else {
             if !over {
                 return (ctx, state);
             }
             // Over, and nothing recorded to use: say which span needs a summary.
-            let ctx = match needed_span(&ctx, budget, self.0.summarize_to) {
+            let ctx = match needed_span(&ctx, budget, self.policy.summarize_to) {
                 Some(span) => with_placeholder(ctx, span),
                 None => ctx,
             };
             return (ctx, state);
         };
-        let state = SummaryState {
+        let state = State {
             in_use: Some(summaries[ix].id),
+            ..state
         };
         let span = Span {
             from_seq: summaries[ix].from_seq,
@@ -205,7 +203,7 @@ impl Reducer for SummaryReducer<'_> {
         }
         // Still over: a summary of a longer span is needed; a placeholder stands in
         // for it, superseding the recorded one, which covers less.
-        match needed_span(&ctx, budget, self.0.summarize_to) {
+        match needed_span(&ctx, budget, self.policy.summarize_to) {
             Some(span) => (with_placeholder(ctx, span), state),
             None => (apply_summary(ctx, ix), state),
         }
@@ -231,12 +229,12 @@ fn is_pinnable(ctx: &Context, ix: usize) -> bool {
     ctx.never_evict && (ctx.slots[ix].why == Why::NeverEvict || is_pinned_tool(ctx, ix))
 }
 
-fn summary_tokens(ctx: &Context, ix: usize) -> u64 {
+pub(super) fn summary_tokens(ctx: &Context, ix: usize) -> u64 {
     u64::from(ctx.counts.summaries.get(ix).copied().unwrap_or(0))
 }
 
 /// Replaces the span of summary `ix` (prefix-ward), pinning never_evict pairs.
-fn apply_summary(mut ctx: Context, ix: usize) -> Context {
+pub(super) fn apply_summary(mut ctx: Context, ix: usize) -> Context {
     let summary = &ctx.session.summaries[ix];
     let span = Span {
         from_seq: summary.from_seq,
@@ -253,7 +251,7 @@ fn apply_summary(mut ctx: Context, ix: usize) -> Context {
 
 /// Marks every sent dialogue event in `span` summarized, except never_evict
 /// tool events, which are pinned; then heals pairs cut by the span's end.
-fn cover(ctx: &mut Context, span: Span, why: Why) {
+pub(super) fn cover(ctx: &mut Context, span: Span, why: Why) {
     let first = ctx.first_dialogue();
     for ix in first..ctx.events.len() {
         let event = &ctx.events[ix];
@@ -349,7 +347,7 @@ fn needed_span(ctx: &Context, budget: &Budget, summarize_to: f64) -> Option<Span
 }
 
 /// The context with a placeholder standing in for the summary `span` needs.
-fn with_placeholder(mut ctx: Context, span: Span) -> Context {
+pub(super) fn with_placeholder(mut ctx: Context, span: Span) -> Context {
     cover(&mut ctx, span, Why::Placeholder { span });
     ctx.stand = Some(Stand::Placeholder(span));
     ctx.needs_summary = Some(span);
@@ -384,12 +382,14 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
             ctx.slots[ix].tokens,
         );
     }
+    let made = ctx.made_text.as_deref().map_or(0, |t| ctx.counts.text(t));
     match ctx.stand {
-        Some(Stand::Summary(ix)) => push(ItemRef::Summary(ix), summary_tokens(&ctx, ix)),
+        Some(Stand::Summary(ix)) => push(ItemRef::Summary(ix), summary_tokens(&ctx, ix) + made),
         Some(Stand::Placeholder(span)) => push(
             ItemRef::Placeholder(span),
-            ctx.counts.text(&placeholder_text(ctx.session, span)),
+            ctx.counts.text(&placeholder_text(ctx.session, span)) + made,
         ),
+        Some(Stand::Generated(span)) => push(ItemRef::Generated(span), made),
         None => {}
     }
     let sent = |ix: &usize| ctx.slots[*ix].status.is_sent();
@@ -407,14 +407,16 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
     }
 
     let mut errors = ctx.errors.clone();
-    let injections = match ctx.call.parsed_injections() {
-        Ok(injections) => injections,
+    // The engine's own messages come first, then the host's injections.
+    let mut injections = ctx.synthetic.clone();
+    let own = injections.len();
+    match ctx.call.parsed_injections() {
+        Ok(recorded) => injections.extend(recorded),
         Err(e) => {
             errors.push(CallError {
                 kind: "bad_injections",
                 message: format!("the call's injections are not readable: {e}"),
             });
-            Vec::new()
         }
     };
     let mut injected = 0;
@@ -422,8 +424,11 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
         let tokens = injection
             .tokens
             .map_or_else(|| ctx.counts.text(&injection.content), |t| t.max(0) as u64);
-        injected += tokens;
         push(ItemRef::Injection(i), tokens);
+        if i < own {
+            continue;
+        }
+        injected += tokens;
         if tokens > budget.injection_reserve {
             errors.push(CallError {
                 kind: "injection_over_reserve",
@@ -434,7 +439,7 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
             });
         }
     }
-    if injected > budget.injection_reserve && injections.len() > 1 {
+    if injected > budget.injection_reserve && injections.len() - own > 1 {
         errors.push(CallError {
             kind: "injection_over_reserve",
             message: format!(
@@ -476,5 +481,9 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
         total_tokens,
         over_budget,
         errors,
+        made_text: ctx.made_text,
+        counts: ctx.counts,
+        fired: Vec::new(),
+        compacted: false,
     }
 }

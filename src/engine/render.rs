@@ -3,8 +3,7 @@
 
 use serde::Serialize;
 
-use super::reducers::placeholder_text;
-use super::{CallError, ItemRef, Projected, Span, Status};
+use super::{CallError, ItemRef, PreTrim, Projected, Span, Status, sent_text};
 use crate::model::Kind;
 use crate::policy::{Budget, Policy};
 
@@ -21,6 +20,11 @@ pub struct Projection {
     pub summary_version: Option<i64>,
     pub tail_start_seq: Option<i64>,
     pub needs_summary: Option<Span>,
+    /// What a summarizer would be given for `needs_summary` (seed 001's pre-trim).
+    pub pretrim: Option<PreTrim>,
+    /// The triggers that fired at this call, and whether it compacted.
+    pub triggers: Vec<&'static str>,
+    pub compacted: bool,
     pub errors: Vec<CallError>,
     pub context: Vec<Item>,
     pub events: Vec<Row>,
@@ -61,14 +65,7 @@ impl Projected<'_> {
             .map(|(item, &tokens)| match *item {
                 ItemRef::Event(ix, status) => {
                     let e = &events[ix];
-                    let text = match status {
-                        Status::Stubbed => policy
-                            .tool_results
-                            .rule_for(e.tool_name.as_deref())
-                            .stub
-                            .to_string(),
-                        _ => e.content.clone(),
-                    };
+                    let text = sent_text(e, &self.slots[ix], policy).into_owned();
                     Item {
                         role: role(e.kind),
                         kind: e.kind.as_str(),
@@ -80,20 +77,17 @@ impl Projected<'_> {
                         text,
                     }
                 }
-                ItemRef::Summary(ix) => {
-                    let s = &self.session.summaries[ix];
-                    Item {
-                        role: "user",
-                        kind: "summary",
-                        seqs: self.covered_seqs(),
-                        call_id: None,
-                        status: "summary",
-                        summary_version: Some(s.version),
-                        tokens,
-                        text: s.content.clone(),
-                    }
-                }
-                ItemRef::Placeholder(span) => Item {
+                ItemRef::Summary(_) | ItemRef::Generated(_) => Item {
+                    role: "user",
+                    kind: "summary",
+                    seqs: self.covered_seqs(),
+                    call_id: None,
+                    status: "summary",
+                    summary_version: self.summary().map(|s| s.version),
+                    tokens,
+                    text: self.stand_text().unwrap_or_default(),
+                },
+                ItemRef::Placeholder(_) => Item {
                     role: "user",
                     kind: "placeholder",
                     seqs: self.covered_seqs(),
@@ -101,7 +95,7 @@ impl Projected<'_> {
                     status: "placeholder",
                     summary_version: None,
                     tokens,
-                    text: placeholder_text(self.session, span),
+                    text: self.stand_text().unwrap_or_default(),
                 },
                 ItemRef::Injection(i) => Item {
                     role: "user",
@@ -137,10 +131,18 @@ impl Projected<'_> {
             summary_version: self.summary().map(|s| s.version),
             tail_start_seq: self.tail_start_seq(),
             needs_summary: self.needs_summary,
+            pretrim: self.needs_summary.map(|span| self.pretrim(span, policy)),
+            triggers: self.fired.clone(),
+            compacted: self.compacted,
             errors: self.errors.clone(),
             context,
             events: rows,
         }
+    }
+
+    /// What a summarizer would be given for `span` under `policy`.
+    pub fn pretrim(&self, span: Span, policy: &Policy) -> PreTrim {
+        super::pretrim(self.session, span, policy, &self.counts)
     }
 
     /// The seqs the summary or placeholder stands in for.

@@ -21,6 +21,19 @@ pub struct Policy {
     pub tool_results: ToolResults,
     pub window: Window,
     pub summary: SummaryPolicy,
+    pub trigger: Trigger,
+    #[serde(rename = "preserve-user")]
+    pub preserve_user: PreserveUser,
+    #[serde(rename = "token-fraction")]
+    pub token_fraction: TokenFraction,
+    #[serde(rename = "recent-turns")]
+    pub recent_turns: RecentTurns,
+    pub tiered: Tiered,
+    pub structural: Structural,
+    pub adaptive: Adaptive,
+    pub executive: Executive,
+    pub block: Block,
+    pub opencode: Opencode,
 }
 
 /// The designs a policy can choose (CONTRACT.md §3).
@@ -36,10 +49,11 @@ pub enum Preset {
     PreserveUser,
     TokenFraction,
     RecentTurns,
+    Executive,
 }
 
 impl Preset {
-    pub const NAMES: [&str; 9] = [
+    pub const NAMES: [&str; 10] = [
         "pipeline",
         "opencode",
         "tiered",
@@ -49,7 +63,21 @@ impl Preset {
         "preserve-user",
         "token-fraction",
         "recent-turns",
+        "executive",
     ];
+
+    /// Whether this preset reads `key` (a dotted policy key): the editor
+    /// shows only those.
+    pub fn reads(self, key: &str) -> bool {
+        let table = key.split_once('.').map_or("", |(table, _)| table);
+        let own = match self {
+            Preset::Pipeline => &["tool_results", "window", "summary", "trigger"][..],
+            Preset::Tiered | Preset::Structural | Preset::Block => &[][..],
+            Preset::Opencode => &["summary"][..],
+            _ => &["summary", "trigger"][..],
+        };
+        table.is_empty() || table == "budget" || table == self.name() || own.contains(&table)
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -62,6 +90,7 @@ impl Preset {
             Preset::PreserveUser => "preserve-user",
             Preset::TokenFraction => "token-fraction",
             Preset::RecentTurns => "recent-turns",
+            Preset::Executive => "executive",
         }
     }
 }
@@ -141,6 +170,120 @@ pub struct Window {
 pub struct SummaryPolicy {
     pub use_recorded: bool,
     pub summarize_to: f64,
+    pub pretrim_window: u64,
+    pub pretrim_tool_lines: u64,
+}
+
+/// When compaction happens (seed 001): budget, structural and temporal triggers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Trigger {
+    pub over_target: bool,
+    pub budget: f64,
+    pub headroom: u64,
+    pub on_tool_output: bool,
+    pub after_compaction: bool,
+    pub on_request: bool,
+    pub every_seconds: u64,
+    pub combine: Combine,
+}
+
+impl Trigger {
+    /// Whether every enabled trigger looks only at the call itself, not at
+    /// the calls before it (structural and temporal triggers do).
+    pub fn looks_only_at_the_call(&self) -> bool {
+        !self.on_tool_output
+            && !self.after_compaction
+            && !self.on_request
+            && self.every_seconds == 0
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Combine {
+    Any,
+    All,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PreserveUser {
+    pub max_user_tokens: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenFraction {
+    pub keep_fraction: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecentTurns {
+    pub keep_turns: u64,
+    pub turn_fraction: f64,
+    pub turn_min: u64,
+    pub turn_max: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tiered {
+    pub keep_recent: u64,
+    pub truncate_at: f64,
+    pub narrative_at: f64,
+    pub placeholder_at: f64,
+    pub tool_result_chars: u64,
+    pub narrative_chars: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Structural {
+    pub keep_recent: u64,
+    pub narrative_chars: u64,
+    pub tool_result_chars: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Adaptive {
+    pub target_tokens: u64,
+    pub min_keep: u64,
+    pub max_keep: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Executive {
+    pub keep_recent: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Block {
+    pub compact_at_pct: f64,
+    pub compact_budget_threshold_pct: f64,
+    pub keep_first_turns: u64,
+    pub keep_recent_turns: u64,
+    pub max_summary_tokens: u64,
+    pub tool_output_max_lines: u64,
+    pub scope: Scope,
+    pub scope_count: u64,
+}
+
+/// Which earlier turns a block compaction loads (seed 002's CompactionScope).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    Fixed,
+    TokenBudget,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Opencode {
+    pub output_limit: u64,
+    pub output_cap: u64,
+    pub auto: bool,
+    pub prune: bool,
+    pub prune_protect: u64,
+    pub prune_minimum: u64,
+    pub protect_turns: u64,
+    pub protected_tools: Vec<String>,
+    pub cleared: String,
+    pub continue_message: String,
 }
 
 /// Where a policy value came from, for error messages.
@@ -187,17 +330,30 @@ impl Policy {
     }
 
     /// The usable and target budgets (CONTRACT.md §3 and issue 3's formula).
+    /// The opencode preset has its own (seed 004): its output reserve is
+    /// min(output_limit, output_cap), and it compacts only past usable itself.
     pub fn budget(&self) -> Budget {
         let b = &self.budget;
+        let opencode = self.preset == Preset::Opencode;
+        let reserve = if opencode {
+            let o = &self.opencode;
+            match o.output_limit {
+                0 => o.output_cap,
+                limit => limit.min(o.output_cap),
+            }
+        } else {
+            b.output_reserve
+        };
         let usable = if b.input_limit > 0 {
             b.input_limit
         } else {
-            b.context_window.saturating_sub(b.output_reserve)
+            b.context_window.saturating_sub(reserve)
         };
         let reducible = usable.saturating_sub(b.injection_reserve);
+        let margin = if opencode { 0.0 } else { b.safety_margin };
         Budget {
             usable,
-            target: (reducible as f64 * (1.0 - b.safety_margin)).floor() as u64,
+            target: (reducible as f64 * (1.0 - margin)).floor() as u64,
             injection_reserve: b.injection_reserve,
         }
     }
@@ -322,20 +478,73 @@ impl PolicyBuilder {
                 format!("{} is not in [0, 1)", b.safety_margin),
             ));
         }
-        if b.input_limit == 0 && b.output_reserve >= b.context_window {
+        if policy.budget().usable == 0 {
+            let (key, reserve) = match policy.preset {
+                Preset::Opencode => ("opencode.output_cap", policy.opencode.output_cap),
+                _ => ("budget.output_reserve", b.output_reserve),
+            };
             return Err(fail(
-                "budget.output_reserve",
+                key,
                 format!(
-                    "{} leaves nothing of context_window {}",
-                    b.output_reserve, b.context_window
+                    "{reserve} leaves nothing of context_window {}",
+                    b.context_window
                 ),
             ));
         }
-        let to = policy.summary.summarize_to;
-        if !(to > 0.0 && to <= 1.0) {
+        let fractions = [
+            ("summary.summarize_to", policy.summary.summarize_to),
+            (
+                "token-fraction.keep_fraction",
+                policy.token_fraction.keep_fraction,
+            ),
+            (
+                "recent-turns.turn_fraction",
+                policy.recent_turns.turn_fraction,
+            ),
+            ("tiered.truncate_at", policy.tiered.truncate_at),
+            ("tiered.narrative_at", policy.tiered.narrative_at),
+            ("tiered.placeholder_at", policy.tiered.placeholder_at),
+            ("block.compact_at_pct", policy.block.compact_at_pct),
+        ];
+        for (key, value) in fractions {
+            if !(value > 0.0 && value <= 1.0) {
+                return Err(fail(key, format!("{value} is not in (0, 1]")));
+            }
+        }
+        let t = &policy.tiered;
+        if !(t.truncate_at <= t.narrative_at && t.narrative_at <= t.placeholder_at) {
             return Err(fail(
-                "summary.summarize_to",
-                format!("{to} is not in (0, 1]"),
+                "tiered.narrative_at",
+                "the phases must rise: truncate_at <= narrative_at <= placeholder_at".into(),
+            ));
+        }
+        if !(0.0..1.0).contains(&policy.block.compact_budget_threshold_pct) {
+            return Err(fail(
+                "block.compact_budget_threshold_pct",
+                format!(
+                    "{} is not in [0, 1)",
+                    policy.block.compact_budget_threshold_pct
+                ),
+            ));
+        }
+        if policy.trigger.budget < 0.0 {
+            return Err(fail(
+                "trigger.budget",
+                format!("{} is negative", policy.trigger.budget),
+            ));
+        }
+        let r = &policy.recent_turns;
+        if r.turn_min > r.turn_max {
+            return Err(fail(
+                "recent-turns.turn_min",
+                format!("{} is more than turn_max {}", r.turn_min, r.turn_max),
+            ));
+        }
+        let a = &policy.adaptive;
+        if a.min_keep > a.max_keep {
+            return Err(fail(
+                "adaptive.min_keep",
+                format!("{} is more than max_keep {}", a.min_keep, a.max_keep),
             ));
         }
         let usable = policy.budget().usable;
@@ -388,6 +597,8 @@ pub fn key_docs() -> Vec<(String, String)> {
             comment.push(text.trim());
         } else if line.starts_with('[') {
             table = line.trim_matches(['[', ']']).to_string();
+            // A comment above a table documents its keys that have none of their own.
+            last_doc = comment.join(" ");
             comment.clear();
         } else if let Some((key, _)) = line.split_once('=') {
             if !comment.is_empty() {
@@ -413,6 +624,8 @@ pub fn allowed_values(key: &str) -> Option<&'static [&'static str]> {
     match key {
         "preset" => Some(&Preset::NAMES),
         "budget.encoding" => Some(&["o200k_base", "cl100k_base", "chars4"]),
+        "trigger.combine" => Some(&["any", "all"]),
+        "block.scope" => Some(&["fixed", "token-budget"]),
         k if k == "tool_results.mode" || k.ends_with(".mode") => Some(&["age", "count"]),
         _ => None,
     }
@@ -469,6 +682,14 @@ fn check_table(
             (Value::Table(inner), Value::Table(given)) => check_table(given, inner, &key, source)?,
             (Value::Integer(_), Value::Integer(n)) if *n < 0 => {
                 return Err(fail(&key, format!("{n} is negative")));
+            }
+            (Value::Array(_), Value::Array(items)) => {
+                if let Some(item) = items.iter().find(|v| !v.is_str()) {
+                    return Err(fail(
+                        &key,
+                        format!("expected a list of strings, got {}", type_name(item)),
+                    ));
+                }
             }
             (Value::Integer(_), Value::Integer(_))
             | (Value::Float(_), Value::Float(_) | Value::Integer(_))

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::analysis::replay::{CallReplay, compare, replay};
 use crate::analysis::why::{Fact, Trace, trace};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
-use crate::engine::{CallError, ItemRef, Slot, Span, Stand};
+use crate::engine::{CallError, ItemRef, PreTrim, Slot, Span, Stand};
 use crate::model::{Injection, Log, ModelCall, SessionLog};
 use crate::policy::{Budget, Policy};
 
@@ -88,7 +88,14 @@ pub struct CallView {
     pub order: Vec<ItemRef>,
     pub order_tokens: Vec<u64>,
     pub stand: Option<Stand>,
+    /// The stand item's text as sent (summary, placeholder or one-liners).
+    pub stand_text: Option<String>,
     pub needs_summary: Option<Span>,
+    /// What a summarizer would get for `needs_summary`.
+    pub pretrim: Option<PreTrim>,
+    /// The triggers that fired at the call, and whether it compacted.
+    pub fired: Vec<&'static str>,
+    pub compacted: bool,
     pub tail_start_seq: Option<i64>,
     pub total_tokens: u64,
     pub budget: Budget,
@@ -411,13 +418,19 @@ impl App {
                             position[ix] = Some(at);
                         }
                     }
+                    let stand_text = p.stand_text();
+                    let pretrim = p.needs_summary.map(|span| p.pretrim(span, &policy));
                     self.view = Some(CallView {
                         call: self.call,
+                        stand_text,
+                        pretrim,
                         tail_start_seq: p.tail_start_seq(),
                         slots: p.slots,
                         order: p.order,
                         order_tokens: p.order_tokens,
                         stand: p.stand,
+                        fired: p.fired,
+                        compacted: p.compacted,
                         needs_summary: p.needs_summary,
                         total_tokens: p.total_tokens,
                         budget: p.budget,
@@ -444,7 +457,7 @@ impl App {
         let session = &self.log.sessions[self.session];
         let split_after = self.view.as_ref().and_then(|v| match v.stand? {
             Stand::Summary(ix) => Some(session.summaries[ix].to_seq),
-            Stand::Placeholder(span) => Some(span.to_seq),
+            Stand::Placeholder(span) | Stand::Generated(span) => Some(span.to_seq),
         });
         let mut rows = Vec::with_capacity(session.events.len() + 1);
         for (ix, event) in session.events.iter().enumerate() {

@@ -16,8 +16,8 @@ pub struct Row {
     pub edited: bool,
 }
 
-/// The keys of the policy in force at the selected call, in the file's order,
-/// then any per-tool keys the policy has.
+/// The keys of the policy in force at the selected call that its preset
+/// reads, in the file's order, then any per-tool keys the policy has.
 pub fn rows(app: &App) -> Vec<Row> {
     let Some(view) = &app.view else {
         return Vec::new();
@@ -34,8 +34,10 @@ pub fn rows(app: &App) -> Vec<Row> {
             .iter()
             .any(|s| s.split_once('=').is_some_and(|(k, _)| k.trim() == key))
     };
+    let preset = view.policy.preset;
     let mut rows: Vec<Row> = key_docs()
         .into_iter()
+        .filter(|(key, _)| preset.reads(key))
         .map(|(key, doc)| Row {
             value: lookup(&key),
             edited: edited(&key),

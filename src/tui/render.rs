@@ -19,7 +19,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
 use super::app::{App, HistoryRow, Mode, Pane};
 use super::keymap::KEYMAP;
-use crate::engine::{ItemRef, Stand, Status};
+use crate::engine::{ItemRef, PreTrim, Stand, Status, sent_text};
 use crate::model::{Event, Kind};
 
 /// Colours, or none (NO_COLOR): meaning is always carried by glyphs too.
@@ -260,6 +260,20 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     " · summary v{}",
                     session.summaries[ix].version
                 )));
+            }
+            if !view.fired.is_empty() {
+                second.push(Span::styled(
+                    format!(
+                        " · {} {}",
+                        if view.compacted {
+                            "compacted:"
+                        } else {
+                            "fired:"
+                        },
+                        view.fired.join("+")
+                    ),
+                    theme.fg(Color::Magenta),
+                ));
             }
             if view.matches_record {
                 second.push(Span::styled(
@@ -526,6 +540,12 @@ fn draw_history(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                             span.from_seq, span.to_seq
                         )
                     }
+                    Some(Stand::Generated(span)) => {
+                        format!(
+                            "── split: one-liners cover {}..{} ",
+                            span.from_seq, span.to_seq
+                        )
+                    }
                     None => String::new(),
                 };
                 let fill = width.saturating_sub(label.chars().count());
@@ -583,14 +603,12 @@ fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                     ItemRef::Event(ix, status) => {
                         let e = &session.events[ix];
                         let d = Disposition::Status(status);
-                        let body = if status == Status::Stubbed {
-                            view.policy
-                                .tool_results
-                                .rule_for(e.tool_name.as_deref())
-                                .stub
-                                .to_string()
-                        } else {
-                            event_line(e)
+                        let body = match status {
+                            Status::Stubbed | Status::Truncated => {
+                                let sent = sent_text(e, &view.slots[ix], &view.policy);
+                                first_line(&sent).to_string()
+                            }
+                            _ => event_line(e),
                         };
                         let differs = app.diff && view.differs.get(ix).copied().unwrap_or(false);
                         let glyph = if differs { "≠" } else { d.glyph() };
@@ -619,6 +637,16 @@ fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                         (
                             fit(&left, &tokens, width),
                             theme.fg(Color::Yellow).add_modifier(Modifier::BOLD),
+                        )
+                    }
+                    ItemRef::Generated(span) => {
+                        let left = format!(
+                            "Σ one-liners · seqs {}..{} (block compaction)",
+                            span.from_seq, span.to_seq
+                        );
+                        (
+                            fit(&left, &tokens, width),
+                            theme.fg(Color::Blue).add_modifier(Modifier::BOLD),
                         )
                     }
                     ItemRef::Injection(i) => {
@@ -691,15 +719,12 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
                 let p = &session.events[partner];
                 lines.push(Line::from(format!("pair: {} seq {}", p.kind, p.seq)));
             }
-            if d == Disposition::Status(Status::Stubbed)
-                && let Some(view) = &app.view
+            if let (Some(view), Some(slot)) = (&app.view, slot)
+                && matches!(slot.status, Status::Stubbed | Status::Truncated)
             {
-                let stub = view
-                    .policy
-                    .tool_results
-                    .rule_for(e.tool_name.as_deref())
-                    .stub;
-                lines.push(Line::from(format!("sent as: {stub}")));
+                lines.push(Line::from("sent as:"));
+                let sent = sent_text(e, slot, &view.policy);
+                lines.extend(sent.lines().map(|l| Line::from(format!("  {l}"))));
                 lines.push(Line::from("original:"));
             }
             lines.push(Line::from(""));
@@ -726,14 +751,36 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
                 Some((crate::analysis::why::Fact::Text(text), _)) => Some(text.to_lowercase()),
                 _ => None,
             };
-            lines.extend(s.content.lines().map(|l| highlight(l, needle.as_deref())));
+            let text = app.view.as_ref().and_then(|v| v.stand_text.as_deref());
+            let text = text.unwrap_or(&s.content);
+            lines.extend(text.lines().map(|l| highlight(l, needle.as_deref())));
         }
         Some(ItemRef::Placeholder(span)) => {
             lines.push(Line::from(format!(
                 "placeholder: no recorded summary covers seqs {}..{}; the context needs one",
                 span.from_seq, span.to_seq
             )));
-            lines.push(Line::from(crate::engine::placeholder_text(session, span)));
+            if let Some(view) = &app.view {
+                let text = view.stand_text.as_deref().unwrap_or_default();
+                lines.extend(text.lines().map(|l| Line::from(l.to_string())));
+                if let Some(p) = &view.pretrim {
+                    lines.push(Line::from(""));
+                    lines.extend(pretrim_lines(p));
+                }
+            }
+        }
+        Some(ItemRef::Generated(span)) => {
+            lines.push(Line::from(format!(
+                "block compaction: one-liners made from seqs {}..{} (not a recorded summary)",
+                span.from_seq, span.to_seq
+            )));
+            lines.push(Line::from(""));
+            let text = app.view.as_ref().and_then(|v| v.stand_text.as_deref());
+            lines.extend(
+                text.unwrap_or_default()
+                    .lines()
+                    .map(|l| Line::from(l.to_string())),
+            );
         }
         Some(ItemRef::Injection(i)) => {
             if let Some(inj) = app.view.as_ref().and_then(|v| v.injections.get(i)) {
@@ -753,6 +800,33 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
         }
     }
     lines
+}
+
+/// What a summarizer would be given for the needed span (seed 001's pre-trim).
+fn pretrim_lines(p: &PreTrim) -> Vec<Line<'static>> {
+    let seqs = |seqs: &[i64]| match seqs {
+        [] => "none".to_string(),
+        [one] => one.to_string(),
+        many => format!("{} seqs, {}..{}", many.len(), many[0], many[many.len() - 1]),
+    };
+    vec![
+        Line::from(format!(
+            "pre-trim for the summarizer (window {} tokens): {} → {} tokens",
+            thousands(p.window),
+            thousands(p.tokens_before),
+            thousands(p.tokens_after)
+        )),
+        Line::from(format!(
+            "  tool outputs cut to their last {} lines: {}",
+            p.tool_lines,
+            seqs(&p.cut_seqs)
+        )),
+        Line::from(format!(
+            "  left out (oldest agent items first): {}",
+            seqs(&p.dropped_seqs)
+        )),
+        Line::from("  `ctxlens summarize LOG --with CMD` sends this to a summarizer"),
+    ]
 }
 
 /// A line with every case-insensitive occurrence of `needle` highlighted.
@@ -872,7 +946,9 @@ fn draw_help(frame: &mut Frame, scroll: u16, theme: Theme) {
 
 fn draw_editor(frame: &mut Frame, app: &App, sel: usize, typing: Option<&String>, theme: Theme) {
     let rows = super::editor::rows(app);
-    let area = centered(frame, 110, rows.len() as u16 + 4);
+    // The status line below stays in sight.
+    let tallest = frame.area().height.saturating_sub(4);
+    let area = centered(frame, 110, (rows.len() as u16 + 4).min(tallest));
     frame.render_widget(Clear, area);
     let height = area.height.saturating_sub(3) as usize;
     let top = sel.saturating_sub(height.saturating_sub(1));

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ctxlens::engine::{self, Counts, Projected, SummaryState};
+use ctxlens::engine::{self, Counts, Projected, State};
 use ctxlens::model::{Event, Kind, ModelCall, Session, SessionLog, Summary};
 use ctxlens::policy::{Policy, PolicyBuilder};
 use ctxlens::tokens::TokenCache;
@@ -137,7 +137,7 @@ pub fn counts(log: &SessionLog, policy: &Policy) -> Arc<Counts> {
 /// Projects every call in order with the state carried, as replay does.
 pub fn project_all<'a>(log: &'a SessionLog, policy: &Policy) -> Vec<Projected<'a>> {
     let counts = counts(log, policy);
-    let mut state = SummaryState::default();
+    let mut state = State::default();
     log.calls
         .iter()
         .map(|call| engine::project(log, call, policy, &counts, &mut state).unwrap())

@@ -1,0 +1,97 @@
+//! Pre-trim (seed 001): what the summarizer is given for a span, cut to the
+//! summarizer's own window so the summary call does not overflow in turn.
+
+use serde::Serialize;
+
+use super::Span;
+use super::context::Counts;
+use crate::model::{Kind, SessionLog};
+use crate::policy::Policy;
+
+/// The summarizer's input for a span: which events go in, and how.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PreTrim {
+    pub span: Span,
+    /// The summarizer's window, in tokens.
+    pub window: u64,
+    /// Tokens of the span as the log holds it, and as the summarizer gets it.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// Tool results cut to their last `tool_lines` lines.
+    pub tool_lines: u64,
+    pub cut_seqs: Vec<i64>,
+    /// Left out, oldest agent-generated items first, then oldest user messages.
+    pub dropped_seqs: Vec<i64>,
+}
+
+impl PreTrim {
+    pub fn keeps(&self, seq: i64) -> bool {
+        self.dropped_seqs.binary_search(&seq).is_err()
+    }
+}
+
+/// The lines of a tool result the summarizer gets: its last `keep`, with a
+/// note of how many came before; `None` when it is short enough.
+pub fn tail_lines(content: &str, keep: usize) -> Option<String> {
+    let lines: Vec<&str> = content.lines().collect();
+    (lines.len() > keep).then(|| {
+        format!(
+            "[{} earlier lines cut]\n{}",
+            lines.len() - keep,
+            lines[lines.len() - keep..].join("\n")
+        )
+    })
+}
+
+/// Pre-trims `span` of `session` for a summarizer with the policy's window
+/// (`summary.pretrim_window`, or the usable budget when 0).
+pub fn pretrim(session: &SessionLog, span: Span, policy: &Policy, counts: &Counts) -> PreTrim {
+    let window = match policy.summary.pretrim_window {
+        0 => policy.budget().usable,
+        w => w,
+    };
+    let keep = policy.summary.pretrim_tool_lines as usize;
+    let start = session.events.partition_point(|e| e.seq < span.from_seq);
+    let end = session.events.partition_point(|e| e.seq <= span.to_seq);
+    let mut items: Vec<(usize, u64)> = Vec::new();
+    let mut cut_seqs = Vec::new();
+    let mut before = 0;
+    for ix in start..end {
+        let e = &session.events[ix];
+        let raw = u64::from(counts.events.get(ix).copied().unwrap_or(0));
+        before += raw;
+        let tokens = match tail_lines(&e.content, keep).filter(|_| e.kind == Kind::ToolResult) {
+            Some(text) => {
+                cut_seqs.push(e.seq);
+                counts.text(&text).min(raw)
+            }
+            None => raw,
+        };
+        items.push((ix, tokens));
+    }
+    let mut total: u64 = items.iter().map(|i| i.1).sum();
+    let mut dropped = Vec::new();
+    // Oldest agent-generated items go first, user messages stay; then the oldest of anything.
+    for users_too in [false, true] {
+        for &(ix, tokens) in &items {
+            if total <= window {
+                break;
+            }
+            let e = &session.events[ix];
+            if (users_too || e.kind.is_agent_generated()) && !dropped.contains(&e.seq) {
+                dropped.push(e.seq);
+                total -= tokens;
+            }
+        }
+    }
+    dropped.sort_unstable();
+    PreTrim {
+        span,
+        window,
+        tokens_before: before,
+        tokens_after: total,
+        tool_lines: keep as u64,
+        cut_seqs,
+        dropped_seqs: dropped,
+    }
+}

@@ -1,0 +1,77 @@
+//! The text an event is sent as: whole, cut with a marker that says how
+//! much, or replaced by a stub. One place, so what is counted is what is shown.
+
+use std::borrow::Cow;
+
+use super::context::{Cut, Slot};
+use super::{ReducerName, Status};
+use crate::model::Event;
+use crate::policy::Policy;
+
+/// `content` cut as `cut` says, with the marker; `None` when nothing would be cut.
+pub fn cut_text(content: &str, cut: Cut) -> Option<String> {
+    match cut {
+        Cut::Whole => None,
+        Cut::Head(chars) => {
+            let total = content.chars().count();
+            let keep = chars as usize;
+            if total <= keep {
+                return None;
+            }
+            let end = content
+                .char_indices()
+                .nth(keep)
+                .map_or(content.len(), |(at, _)| at);
+            Some(format!(
+                "{}\n[… {} of {total} characters cut]",
+                &content[..end],
+                total - keep
+            ))
+        }
+        Cut::HeadLines(lines) => {
+            let total = content.lines().count();
+            let keep = lines as usize;
+            if total <= keep {
+                return None;
+            }
+            let kept: Vec<&str> = content.lines().take(keep).collect();
+            Some(format!(
+                "{}\n[… {} of {total} lines cut]",
+                kept.join("\n"),
+                total - keep
+            ))
+        }
+    }
+}
+
+/// The one-line marker a tool result is elided to (tiered, structural).
+pub fn elided(event: &Event) -> String {
+    format!(
+        "[{} output elided: {} lines, {} characters; re-run the tool to recover]",
+        event.tool_name.as_deref().unwrap_or("tool"),
+        event.content.lines().count(),
+        event.content.chars().count()
+    )
+}
+
+/// The text `event` is sent as, given its slot at a call.
+pub fn sent_text<'e>(event: &'e Event, slot: &Slot, policy: &Policy) -> Cow<'e, str> {
+    match slot.status {
+        Status::Stubbed => match slot.reducer {
+            Some(ReducerName::Prune) => Cow::Owned(policy.opencode.cleared.clone()),
+            Some(ReducerName::Tiered | ReducerName::Structural) => Cow::Owned(elided(event)),
+            _ => Cow::Owned(
+                policy
+                    .tool_results
+                    .rule_for(event.tool_name.as_deref())
+                    .stub
+                    .to_string(),
+            ),
+        },
+        Status::Truncated => match cut_text(&event.content, slot.cut) {
+            Some(text) => Cow::Owned(text),
+            None => Cow::Borrowed(&event.content),
+        },
+        _ => Cow::Borrowed(&event.content),
+    }
+}
