@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::ops::ControlFlow;
 
 use super::{PolicyChoice, ProjectionCache, each_call};
-use crate::engine::Span;
+use crate::engine::{PreTrim, pretrim::tail_lines};
 use crate::model::{Kind, SessionLog, Summary};
 
 /// The summarizer's system prompt (seed 004, §6.1).
@@ -27,20 +27,25 @@ Your summary should be comprehensive enough to provide context but concise enoug
 /// The instruction after the conversation (seed 004, §6.2).
 pub const INSTRUCTION: &str = "Provide a detailed prompt for continuing our conversation above. Focus on information that would be helpful for continuing the conversation, including what we did, what we're doing, which files we're working on, and what we're going to do next considering new session will not have access to our conversation.";
 
-/// Lines of a tool result kept in the transcript (pre-trim, seed 001): the last ones.
-const TOOL_LINES: usize = 40;
-
-/// The text a summarizer gets for `span`: the prompts around the events, with
-/// tool outputs cut to their last lines.
-pub fn transcript(session: &SessionLog, span: Span) -> String {
+/// The text a summarizer gets for a span: the prompts around the events the
+/// pre-trim keeps, tool outputs cut to their last lines as it says.
+pub fn transcript(session: &SessionLog, trim: &PreTrim) -> String {
+    let span = trim.span;
     let mut out = format!(
         "{SYSTEM_PROMPT}\n\n<conversation seqs=\"{}..{}\">\n",
         span.from_seq, span.to_seq
     );
+    if !trim.dropped_seqs.is_empty() {
+        out.push_str(&format!(
+            "[{} older items left out to fit the summarizer's window of {} tokens]\n",
+            trim.dropped_seqs.len(),
+            trim.window
+        ));
+    }
     for e in session
         .events
         .iter()
-        .filter(|e| (span.from_seq..=span.to_seq).contains(&e.seq))
+        .filter(|e| (span.from_seq..=span.to_seq).contains(&e.seq) && trim.keeps(e.seq))
     {
         let tool = e
             .tool_name
@@ -50,15 +55,10 @@ pub fn transcript(session: &SessionLog, span: Span) -> String {
             "[seq {} · turn {} · {}{tool}]\n",
             e.seq, e.turn, e.kind
         ));
-        let lines: Vec<&str> = e.content.lines().collect();
-        if e.kind == Kind::ToolResult && lines.len() > TOOL_LINES {
-            out.push_str(&format!(
-                "[{} earlier lines cut]\n",
-                lines.len() - TOOL_LINES
-            ));
-            out.push_str(&lines[lines.len() - TOOL_LINES..].join("\n"));
-        } else {
-            out.push_str(&e.content);
+        let cut = tail_lines(&e.content, trim.tool_lines as usize);
+        match cut.filter(|_| e.kind == Kind::ToolResult) {
+            Some(text) => out.push_str(&text),
+            None => out.push_str(&e.content),
         }
         out.push('\n');
     }
@@ -112,23 +112,28 @@ pub fn plan(
     let mut working = session.clone();
     let mut written = Vec::new();
     loop {
-        // The first call, in replay's order, that needs a summary the log lacks.
+        // The first call, in replay's order, that needs a summary the log lacks,
+        // and what its summarizer would be given.
         let mut needed = Ok(None);
-        each_call(
-            &working,
-            choice,
-            &mut ProjectionCache::default(),
-            |call, projected| {
-                needed = projected.map(|p| p.needs_summary.map(|span| (span, call.ts.clone())));
-                match needed {
-                    Ok(None) => ControlFlow::Continue(()),
-                    _ => ControlFlow::Break(()),
-                }
-            },
-        );
-        let Some((span, ts)) = needed? else {
+        let mut cache = ProjectionCache::default();
+        let mut policies = ProjectionCache::default();
+        each_call(&working, choice, &mut cache, |call, projected| {
+            needed = projected.and_then(|p| {
+                let Some(span) = p.needs_summary else {
+                    return Ok(None);
+                };
+                let policy = policies.policy(choice, call).map_err(|e| e.to_string())?;
+                Ok(Some((p.pretrim(span, &policy), call.ts.clone())))
+            });
+            match needed {
+                Ok(None) => ControlFlow::Continue(()),
+                _ => ControlFlow::Break(()),
+            }
+        });
+        let Some((trim, ts)) = needed? else {
             return Ok(written);
         };
+        let span = trim.span;
         if written
             .iter()
             .any(|s: &Summary| s.from_seq == span.from_seq && s.to_seq == span.to_seq)
@@ -138,7 +143,7 @@ pub fn plan(
                 span.from_seq, span.to_seq
             ));
         }
-        let text = summarizer(&transcript(&working, span))
+        let text = summarizer(&transcript(&working, &trim))
             .map_err(|e| format!("seqs {}..{}: {e}", span.from_seq, span.to_seq))?;
         let summary = Summary {
             id: working.summaries.iter().map(|s| s.id).max().unwrap_or(0) + 1,

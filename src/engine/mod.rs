@@ -7,7 +7,7 @@
 mod block;
 mod context;
 mod opencode;
-mod pretrim;
+pub mod pretrim;
 mod reducers;
 mod render;
 mod split;

@@ -231,8 +231,12 @@ fn cap_turns(ctx: &mut Context, budget: &Budget, policy: &Policy) {
                 let allowed = own.min(left);
                 left -= allowed;
                 if allowed < own {
+                    // The marker takes its share of what the event may keep.
                     let chars = ctx.events[ix].content.chars().count() as u64;
-                    let keep = (chars * allowed / own.max(1)) as u32;
+                    let marker = ctx
+                        .counts
+                        .text(&format!("\n[… {chars} of {chars} characters cut]"));
+                    let keep = (chars * allowed.saturating_sub(marker) / own.max(1)) as u32;
                     ctx.truncate(
                         ix,
                         Cut::Head(keep),
