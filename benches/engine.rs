@@ -60,5 +60,25 @@ fn replay_all(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, project, replay_all);
+fn replay_presets(c: &mut Criterion) {
+    let mut group = c.benchmark_group("replay under each preset");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(20));
+    for preset in ctxlens::policy::Preset::NAMES {
+        group.bench_function(format!("100k events, 1,914 calls, {preset}"), |b| {
+            let (log, cache) = warm(100_000);
+            let choice = PolicyChoice {
+                file: None,
+                sets: vec![format!("preset=\"{preset}\"")],
+            };
+            let mut cache = cache.lock().unwrap();
+            b.iter(|| replay(log, None, &choice, &mut cache).calls.len())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, project, replay_all, replay_presets);
 criterion_main!(benches);

@@ -622,3 +622,47 @@ fn pre_trim_cuts_tool_outputs_then_drops_the_oldest_agent_items_first() {
     let rendered = p.render(&policy);
     assert_eq!(rendered.pretrim.unwrap().dropped_seqs, trim.dropped_seqs);
 }
+
+#[test]
+fn a_call_projected_alone_in_any_order_is_the_call_in_a_replay() {
+    use ctxlens::analysis::{PolicyChoice, ProjectionCache, each_call, project_call};
+    let b = tool_turns();
+    for preset in ["opencode", "recent-turns", "block"] {
+        let choice = PolicyChoice {
+            file: None,
+            sets: vec![
+                format!("preset=\"{preset}\""),
+                "budget.encoding=\"chars4\"".into(),
+                "budget.context_window=400".into(),
+                "budget.output_reserve=100".into(),
+                "opencode.output_cap=100".into(),
+                "opencode.prune_protect=40".into(),
+                "opencode.prune_minimum=10".into(),
+                "trigger.on_tool_output=true".into(),
+            ],
+        };
+        let policy = choice.for_call(&b.log.calls[0]).unwrap();
+        let mut replayed = Vec::new();
+        each_call(&b.log, &choice, &mut ProjectionCache::default(), |_, p| {
+            replayed.push(serde_json::to_string(&p.unwrap().render(&policy)).unwrap());
+            std::ops::ControlFlow::Continue(())
+        });
+        assert!(
+            replayed.iter().any(|r| r.contains("\"compacted\":true")),
+            "{preset} compacts"
+        );
+        // One cache, as the inspector keeps: calls visited backwards, then forwards.
+        let mut cache = ProjectionCache::default();
+        let order: Vec<usize> = (0..replayed.len()).rev().chain(0..replayed.len()).collect();
+        for i in order {
+            let call = &b.log.calls[i];
+            let (_, alone) = project_call(&b.log, call, &choice, &mut cache).unwrap();
+            assert_eq!(
+                serde_json::to_string(&alone.render(&policy)).unwrap(),
+                replayed[i],
+                "{preset}, call {}",
+                call.id
+            );
+        }
+    }
+}

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::engine::{self, Counts, Projected, State};
 use crate::model::{ModelCall, SessionLog};
-use crate::policy::{Policy, PolicyBuilder, PolicyError};
+use crate::policy::{Policy, PolicyBuilder, PolicyError, Preset};
 use crate::tokens::{Encoding, TokenCache};
 
 /// Which policy projects a call: a file and `--set`s given by the user, over
@@ -53,7 +53,14 @@ pub struct ProjectionCache {
     counts: HashMap<(String, Encoding), Arc<Counts>>,
     /// By choice, then by the recorded policy's text (empty when the choice ignores it).
     policies: HashMap<PolicyChoice, HashMap<String, Policy>>,
+    /// The state before each call, by session and choice, for the policies
+    /// whose state only a walk over the earlier calls gives; with the number
+    /// of events it was made from (a growing log starts it again).
+    states: HashMap<(String, PolicyChoice), Walked>,
 }
+
+/// The states before a session's calls (call id, state), made from this many events.
+type Walked = (usize, Vec<(i64, State)>);
 
 impl ProjectionCache {
     pub fn counts(&mut self, session: &SessionLog, encoding: Encoding) -> Arc<Counts> {
@@ -129,14 +136,60 @@ pub fn project_call<'a>(
     cache: &mut ProjectionCache,
 ) -> anyhow::Result<(Policy, Projected<'a>)> {
     let policy = cache.policy(choice, call)?;
-    let policy_of = |c: &ModelCall| {
-        let policy = cache.policy(choice, c).ok()?;
-        let counts = cache.counts(session, policy.budget.encoding);
-        Some((policy, counts))
+    let quick = policy.preset == Preset::Pipeline && policy.trigger.looks_only_at_the_call();
+    let mut state = if quick {
+        let policy_of = |c: &ModelCall| {
+            let policy = cache.policy(choice, c).ok()?;
+            let counts = cache.counts(session, policy.budget.encoding);
+            Some((policy, counts))
+        };
+        engine::state_before(session, call, policy_of)
+    } else {
+        walked_state(session, call, choice, cache)
     };
-    let mut state: State = engine::state_before(session, call, policy_of);
     let counts = cache.counts(session, policy.budget.encoding);
     let projected = engine::project(session, call, &policy, &counts, &mut state)
         .map_err(|e| anyhow::anyhow!("model call {}: {e}", call.id))?;
     Ok((policy, projected))
+}
+
+/// The state before `call` by walking the session's earlier calls, from the
+/// nearest one whose state an earlier walk remembered.
+fn walked_state(
+    session: &SessionLog,
+    call: &ModelCall,
+    choice: &PolicyChoice,
+    cache: &mut ProjectionCache,
+) -> State {
+    let key = (session.id().to_string(), choice.clone());
+    let (made_from, mut known) = cache.states.remove(&key).unwrap_or_default();
+    if made_from != session.events.len() {
+        known.clear();
+    }
+    let mut calls: Vec<&ModelCall> = session.calls.iter().filter(|c| c.id < call.id).collect();
+    calls.sort_by_key(|c| c.id);
+    // `known` holds (call id, state before it) in id order.
+    let start = known.partition_point(|(id, _)| *id <= call.id);
+    let (mut state, from) = match start.checked_sub(1).map(|at| &known[at]) {
+        Some((id, state)) if *id == call.id => {
+            let state = state.clone();
+            cache.states.insert(key, (session.events.len(), known));
+            return state;
+        }
+        Some((id, state)) => (state.clone(), calls.partition_point(|c| c.id < *id)),
+        None => (State::default(), 0),
+    };
+    for (at, previous) in calls.iter().enumerate().skip(from) {
+        if let Ok(policy) = cache.policy(choice, previous) {
+            let counts = cache.counts(session, policy.budget.encoding);
+            let _ = engine::project(session, previous, &policy, &counts, &mut state);
+        }
+        let next_id = calls.get(at + 1).map_or(call.id, |c| c.id);
+        let at = known.partition_point(|(id, _)| *id < next_id);
+        if known.get(at).is_none_or(|(id, _)| *id != next_id) {
+            known.insert(at, (next_id, state.clone()));
+        }
+    }
+    cache.states.insert(key, (session.events.len(), known));
+    state
 }

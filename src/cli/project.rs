@@ -105,10 +105,28 @@ fn print_text(p: &Projection, preset: &str, source: &str) {
         }
     }
     println!();
+    if !p.triggers.is_empty() {
+        println!(
+            "fired: {}{}",
+            p.triggers.join(", "),
+            if p.compacted { " (compacted here)" } else { "" }
+        );
+    }
     if let Some(span) = p.needs_summary {
         println!(
             "needs a summary of seqs {}..{}: no recorded summary covers it",
             span.from_seq, span.to_seq
+        );
+    }
+    if let Some(trim) = &p.pretrim {
+        println!(
+            "  a summarizer would get {} of its {} tokens (window {}): {} tool outputs cut to {} lines, {} events left out",
+            thousands(trim.tokens_after),
+            thousands(trim.tokens_before),
+            thousands(trim.window),
+            trim.cut_seqs.len(),
+            trim.tool_lines,
+            trim.dropped_seqs.len()
         );
     }
     for error in &p.errors {

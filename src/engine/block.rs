@@ -19,8 +19,7 @@ pub fn project<'a>(
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let b = &policy.block;
-    let fresh = ctx.clone();
-    let raw = fresh.event_tokens();
+    let raw = ctx.event_tokens();
     let mut ctx = match state.block_through {
         Some(through) => apply(ctx, through, budget, b),
         None => ctx,
@@ -31,7 +30,7 @@ pub fn project<'a>(
     if headroom < b.compact_budget_threshold_pct * usable {
         fired.push("headroom");
         state.block_through = Some(ctx.call.last_seq);
-        ctx = apply(fresh, ctx.call.last_seq, budget, b);
+        ctx = apply(ctx.fresh(), ctx.call.last_seq, budget, b);
     }
     // What compaction is measured against: the raw context.
     ctx.before_summary = raw;

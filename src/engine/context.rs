@@ -1,6 +1,7 @@
 //! The working context the reducers pass along: one slot per event a call saw.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use super::{CallError, ReducerName, Span, Stand, Status};
 use crate::model::{Event, Injection, Kind, ModelCall, SessionLog};
@@ -12,7 +13,15 @@ pub struct Counts {
     pub encoding: Encoding,
     pub events: Vec<u32>,
     pub summaries: Vec<u32>,
+    /// Characters of each event's content, by index.
+    pub chars: Vec<u32>,
+    /// Tokens of events as cut (`Some`) or elided (`None`), counted once:
+    /// the byte-rule presets cut the same events at call after call.
+    altered: Arc<Mutex<Altered>>,
 }
+
+/// Tokens by (event index, cut or elided), `None` where the cut changes nothing.
+type Altered = HashMap<(usize, Option<Cut>), Option<u32>>;
 
 impl Counts {
     /// Counts every event and summary of `session`, through the cache.
@@ -30,7 +39,32 @@ impl Counts {
                 .iter()
                 .map(|s| cache.summary(encoding, s))
                 .collect(),
+            chars: session
+                .events
+                .iter()
+                .map(|e| e.content.chars().count() as u32)
+                .collect(),
+            altered: Arc::default(),
         }
+    }
+
+    /// Tokens of the text `make` gives for event `ix` altered as `how` says
+    /// (`None` when it gives none), remembered for the next call.
+    pub fn altered(
+        &self,
+        ix: usize,
+        how: Option<Cut>,
+        make: impl FnOnce() -> Option<String>,
+    ) -> Option<u64> {
+        let key = (ix, how);
+        if let Some(&known) = self.altered.lock().ok()?.get(&key) {
+            return known.map(u64::from);
+        }
+        let tokens = make().map(|text| self.encoding.count(&text) as u32);
+        if let Ok(mut memo) = self.altered.lock() {
+            memo.insert(key, tokens);
+        }
+        tokens.map(u64::from)
     }
 
     /// Tokens of a text that is not an event or summary (a stub, a placeholder).
@@ -279,6 +313,11 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// The same call's context with every event verbatim again.
+    pub fn fresh(&self) -> Context<'a> {
+        Context::new(self.session, self.call, Arc::clone(&self.counts))
+    }
+
     /// Gives the event at `ix` a new disposition.
     pub fn set(&mut self, ix: usize, status: Status, reducer: ReducerName, why: Why, tokens: u64) {
         self.slots[ix] = Slot {
@@ -294,10 +333,12 @@ impl<'a> Context<'a> {
     /// tokens are those of the text as sent, marker included.
     pub fn truncate(&mut self, ix: usize, cut: Cut, reducer: ReducerName, why: Why) {
         let content = &self.events[ix].content;
-        let Some(text) = super::text::cut_text(content, cut) else {
+        let made = self
+            .counts
+            .altered(ix, Some(cut), || super::text::cut_text(content, cut));
+        let Some(tokens) = made else {
             return;
         };
-        let tokens = self.counts.text(&text);
         if tokens >= self.slots[ix].tokens {
             return;
         }

@@ -253,6 +253,8 @@ pub struct State {
     pub split: Option<Span>,
     /// Whether that compaction was automatic (opencode then sends its continue message).
     pub auto: bool,
+    /// Text made for the split, kept while the split holds (executive's state).
+    pub made: Option<(Span, String)>,
     /// Block: compacted through this seq.
     pub block_through: Option<i64>,
     /// Opencode: the tool results pruned, with the call that pruned them, by seq.

@@ -20,7 +20,6 @@ pub fn project<'a>(
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let o = &policy.opencode;
-    let fresh = ctx.clone();
     // A marker the host queued after the current pivot moves the pivot to it.
     let first = ctx.first_dialogue();
     let after = state.split.map_or(i64::MIN, |s| s.to_seq);
@@ -49,6 +48,7 @@ pub fn project<'a>(
                 fired.push("overflow");
                 state.split = Some(span);
                 state.auto = true;
+                let fresh = ctx.fresh();
                 ctx = prune(pivot(fresh, state, policy), state, policy, &mut Vec::new());
                 ctx.before_summary = before;
             }

@@ -21,9 +21,8 @@ pub fn project<'a>(
     state: &mut State,
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
-    let fresh = ctx.clone();
     let mut ctx = match state.split {
-        Some(span) => apply(ctx, span, budget, policy),
+        Some(span) => apply(ctx, span, budget, policy, state),
         None => ctx,
     };
     ctx.before_summary = ctx.event_tokens();
@@ -39,7 +38,7 @@ pub fn project<'a>(
     }
     state.split = Some(span);
     let before = ctx.before_summary;
-    let mut ctx = apply(fresh, span, budget, policy);
+    let mut ctx = apply(ctx.fresh(), span, budget, policy, state);
     ctx.before_summary = before;
     ctx
 }
@@ -138,12 +137,26 @@ fn snap_back(ctx: &Context, mut cut: usize) -> usize {
 
 /// Collapses `span` into its recorded summary, or a placeholder when the log
 /// has none for exactly this span; then the preset's own touches.
-fn apply<'a>(ctx: Context<'a>, span: Span, budget: &Budget, policy: &Policy) -> Context<'a> {
+fn apply<'a>(
+    ctx: Context<'a>,
+    span: Span,
+    budget: &Budget,
+    policy: &Policy,
+    state: &mut State,
+) -> Context<'a> {
     let mut ctx = collapse(ctx, span, policy.summary.use_recorded);
     match policy.preset {
         Preset::PreserveUser => keep_users(&mut ctx, span, policy.preserve_user.max_user_tokens),
         Preset::RecentTurns => cap_turns(&mut ctx, budget, policy),
-        Preset::Executive => ctx.made_text = Some(executive_state(&ctx, span)),
+        Preset::Executive => {
+            // Made once per split: it depends on the span alone.
+            let made = match state.made.take() {
+                Some((at, text)) if at == span => text,
+                _ => executive_state(&ctx, span),
+            };
+            ctx.made_text = Some(made.clone());
+            state.made = Some((span, made));
+        }
         _ => {}
     }
     ctx
@@ -232,7 +245,7 @@ fn cap_turns(ctx: &mut Context, budget: &Budget, policy: &Policy) {
                 left -= allowed;
                 if allowed < own {
                     // The marker takes its share of what the event may keep.
-                    let chars = ctx.events[ix].content.chars().count() as u64;
+                    let chars = u64::from(ctx.counts.chars[ix]);
                     let marker = ctx
                         .counts
                         .text(&format!("\n[… {chars} of {chars} characters cut]"));

@@ -19,11 +19,13 @@ fn keep_window_start(ctx: &Context, keep_recent: u64) -> usize {
 
 /// Replaces a tool result with its one-line elision marker, if that is shorter.
 fn elide(ctx: &mut Context, ix: usize, reducer: ReducerName, why: Why) -> bool {
-    let marker = elided(&ctx.events[ix]);
-    if marker.len() >= ctx.events[ix].content.len() {
+    let event = &ctx.events[ix];
+    let Some(tokens) = ctx.counts.altered(ix, None, || Some(elided(event))) else {
+        return false;
+    };
+    if tokens >= ctx.slots[ix].tokens {
         return false;
     }
-    let tokens = ctx.counts.text(&marker);
     ctx.set(ix, Status::Stubbed, reducer, why, tokens);
     true
 }
@@ -81,7 +83,7 @@ pub fn structural<'a>(
     let mut changed = false;
     ctx.before_summary = ctx.event_tokens();
     for ix in ctx.first_dialogue()..keep_window_start(&ctx, s.keep_recent) {
-        let chars = ctx.events[ix].content.chars().count() as u64;
+        let chars = u64::from(ctx.counts.chars[ix]);
         match ctx.events[ix].kind {
             Kind::ToolResult if chars > s.tool_result_chars => {
                 let why = Why::Structural {
