@@ -7,6 +7,7 @@
 pub mod analysis;
 pub mod cli;
 pub mod engine;
+pub mod import;
 pub mod log;
 pub mod model;
 pub mod policy;

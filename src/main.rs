@@ -123,6 +123,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Turn another tool's transcripts into a log.
+    ///
+    /// FORMAT: claude-code (a session JSONL; its subagents/ folder beside it is read too),
+    /// codex (a rollout JSONL), opencode (its storage folder or opencode.db), llm (logs.db),
+    /// openai-chat, openai-responses, anthropic (a JSON array of messages, a request body, or
+    /// a recording of requests and responses). SRC is only read. Malformed lines are reported
+    /// with their file and line and skipped. `ctxlens SRC` detects the format, imports into
+    /// the user's cache directory and opens the inspector.
+    Import {
+        format: ctxlens::import::Format,
+        src: PathBuf,
+        /// The log to write (replaced if it exists).
+        #[arg(short = 'o', long = "output", value_name = "LOG")]
+        output: PathBuf,
+    },
     /// Write the sample sessions into DIR, byte-for-byte the same every time.
     ///
     /// Writes forgot-deploy-key.db, tool-heavy.db, two-sessions.db and broken.db,
@@ -218,7 +233,20 @@ fn main() -> ExitCode {
             _,
         ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
             .and_then(|choice| cli::replay::run(&log, session.as_deref(), &choice, json)),
+        (None, Some(log))
+            if log.exists() && !cli::import::is_log(&log) && looks_importable(&log) =>
+        {
+            cli::import::open(&log, args.follow, args.policy.as_deref())
+        }
         (None, Some(log)) => ctxlens::tui::run(&log, args.follow, args.policy.as_deref()),
+        (
+            Some(Command::Import {
+                format,
+                src,
+                output,
+            }),
+            _,
+        ) => cli::import::run(format, &src, &output),
         (None, None) => {
             use clap::CommandFactory;
             let _ = Args::command().print_help();
@@ -226,4 +254,10 @@ fn main() -> ExitCode {
         }
     };
     cli::exit(result)
+}
+
+/// A folder, JSON or JSON lines, or a SQLite file of another tool: what
+/// `ctxlens SRC` imports before opening (a broken log still gets its own error).
+fn looks_importable(path: &std::path::Path) -> bool {
+    ctxlens::import::detect(path).is_ok()
 }

@@ -1,6 +1,6 @@
 //! `check` on logs written for one rule each.
 
-use ctxlens::analysis::check::{ProblemKind, check};
+use ctxlens::analysis::check::{ProblemKind, check_log};
 use ctxlens::log::{Store, Writer};
 use ctxlens::model::{Event, Kind, Session};
 use tempfile::TempDir;
@@ -19,7 +19,7 @@ fn event(seq: i64, turn: i64, kind: Kind, call_id: Option<&str>) -> Event {
     }
 }
 
-fn problems(events: &[Event]) -> Vec<(i64, ProblemKind)> {
+fn problems(events: &[Event], finished: bool) -> Vec<(i64, ProblemKind)> {
     let dir = TempDir::new().unwrap();
     let path = dir.path().join("log.db");
     let mut writer = Writer::create(&path).unwrap();
@@ -31,8 +31,12 @@ fn problems(events: &[Event]) -> Vec<(i64, ProblemKind)> {
         })
         .unwrap();
     writer.append(events).unwrap();
-    let log = Store::open(&path).unwrap().load().unwrap();
-    check(&log)
+    if finished {
+        writer.finish().unwrap();
+    }
+    let mut store = Store::open(&path).unwrap();
+    let log = store.load().unwrap();
+    check_log(&log, store.is_open_for_writing())
         .into_iter()
         .map(|p| (p.seq.unwrap(), p.kind))
         .collect()
@@ -47,7 +51,9 @@ fn a_call_in_the_newest_step_is_in_flight_not_an_orphan() {
         event(4, 0, Kind::ToolCall, Some("b")),
         event(5, 0, Kind::ToolResult, Some("a")),
     ];
-    assert_eq!(problems(&events), []);
+    assert_eq!(problems(&events, false), []);
+    // Once the writer has finished, nothing is in flight any more.
+    assert_eq!(problems(&events, true), [(4, ProblemKind::OrphanCall)]);
 }
 
 #[test]
@@ -59,12 +65,12 @@ fn a_call_left_behind_by_a_later_step_is_an_orphan() {
         event(4, 0, Kind::ToolResult, Some("a")),
         event(5, 0, Kind::Assistant, None),
     ];
-    assert_eq!(problems(&events), [(3, ProblemKind::OrphanCall)]);
+    assert_eq!(problems(&events, true), [(3, ProblemKind::OrphanCall)]);
     // A new turn also leaves the unanswered call behind.
     let events = [
         event(1, 0, Kind::User, None),
         event(2, 0, Kind::ToolCall, Some("a")),
         event(3, 1, Kind::User, None),
     ];
-    assert_eq!(problems(&events), [(2, ProblemKind::OrphanCall)]);
+    assert_eq!(problems(&events, true), [(2, ProblemKind::OrphanCall)]);
 }

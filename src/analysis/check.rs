@@ -60,8 +60,15 @@ pub struct Problem {
     pub call: Option<i64>,
 }
 
-/// Every problem in the log, in session order, then by seq (session-wide ones first).
+/// Every problem of a finished log, in session order, then by seq
+/// (session-wide ones first).
 pub fn check(log: &Log) -> Vec<Problem> {
+    check_log(log, false)
+}
+
+/// Every problem in the log; with `in_flight`, the newest step of each
+/// session may still be waiting for its tool results (a log being written).
+pub fn check_log(log: &Log, in_flight: bool) -> Vec<Problem> {
     let mut problems: Vec<Problem> = log
         .notes
         .iter()
@@ -81,7 +88,7 @@ pub fn check(log: &Log) -> Vec<Problem> {
         };
         check_json(session, &mut found);
         check_order(session, &mut found);
-        check_pairs(session, &mut found);
+        check_pairs(session, in_flight, &mut found);
         check_summaries(session, &mut found);
         check_calls(session, &mut found);
     }
@@ -143,10 +150,10 @@ fn check_order(session: &SessionLog, found: &mut Found) {
     }
 }
 
-fn check_pairs(session: &SessionLog, found: &mut Found) {
+fn check_pairs(session: &SessionLog, in_flight: bool, found: &mut Found) {
     let events = &session.events;
     // The newest step is still in flight while nothing but its own events follow it.
-    let last_step = session.step_count().checked_sub(1);
+    let last_step = session.step_count().checked_sub(1).filter(|_| in_flight);
     let in_flight_from = (0..events.len())
         .rev()
         .take_while(|&ix| last_step.is_some() && session.step_of(ix) == last_step)

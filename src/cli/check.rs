@@ -4,12 +4,15 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::{Outcome, load, print_json};
-use crate::analysis::check::check;
+use super::{Outcome, print_json};
+use crate::analysis::check::check_log;
+use crate::log::Store;
 
 pub fn run(path: &Path, as_json: bool) -> anyhow::Result<Outcome> {
-    let log = load(path)?;
-    let problems = check(&log);
+    let mut store = Store::open(path)?;
+    let log = store.load()?;
+    // A log still being written may be waiting for its newest tool results.
+    let problems = check_log(&log, store.is_open_for_writing());
     if as_json {
         print_json(&json!({"ok": problems.is_empty(), "problems": problems}))?;
     } else {

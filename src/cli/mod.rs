@@ -2,6 +2,7 @@
 //! and prints the answer as text or JSON.
 
 pub mod check;
+pub mod import;
 pub mod project;
 pub mod replay;
 pub mod sample;

@@ -61,6 +61,14 @@ impl Store {
         &self.path
     }
 
+    /// Whether a writer may still be appending: the log is in WAL mode, as the
+    /// writer keeps it until it finishes.
+    pub fn is_open_for_writing(&self) -> bool {
+        self.conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))
+            .is_ok_and(|mode| mode.eq_ignore_ascii_case("wal"))
+    }
+
     /// Loads the whole log.
     pub fn load(&mut self) -> Result<Log> {
         self.cursor = Cursor::default();

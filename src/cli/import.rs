@@ -1,0 +1,74 @@
+//! `ctxlens import FORMAT SRC -o LOG`, and `ctxlens SRC`: another tool's
+//! transcript imported (into the user's cache) and opened in the inspector.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::Outcome;
+use crate::import::{self, Format};
+
+pub fn run(format: Format, src: &Path, out: &Path) -> anyhow::Result<Outcome> {
+    let report = import::read(format, src)?.write(out)?;
+    for warning in &report.warnings {
+        eprintln!("ctxlens: {warning}");
+    }
+    println!(
+        "imported {} {}: {} sessions, {} events, {} summaries, {} model calls into {}",
+        format.name(),
+        src.display(),
+        report.sessions,
+        report.events,
+        report.summaries,
+        report.calls,
+        out.display()
+    );
+    Ok(Outcome::Done)
+}
+
+/// Whether `path` is a ctxlens log rather than something to import.
+pub fn is_log(path: &Path) -> bool {
+    path.is_file()
+        && import::sqlite_tables(path)
+            .is_ok_and(|t| t.iter().any(|n| n == "events") && t.iter().any(|n| n == "model_calls"))
+}
+
+/// Imports `src` into the cache (again only when it changed) and opens the
+/// inspector on it; with `follow`, a JSON-lines source is imported again
+/// each time it grows, and the inspector follows.
+pub fn open(src: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<Outcome> {
+    let format = import::detect(src)?;
+    let cached = import::cache_path(src)?;
+    if !cached.exists() {
+        std::fs::create_dir_all(import::cache_dir())?;
+        let report = import::read(format, src)?.write(&cached)?;
+        for warning in &report.warnings {
+            eprintln!("ctxlens: {warning}");
+        }
+    }
+    if follow && src.is_file() {
+        watch(format, src.to_path_buf(), cached.clone());
+    }
+    crate::tui::run(&cached, follow, policy)
+}
+
+/// Imports `src` again into `out` whenever its size or modification time changes.
+fn watch(format: Format, src: PathBuf, out: PathBuf) {
+    let stamp = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| (m.len(), m.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
+    };
+    std::thread::spawn(move || {
+        let mut seen = stamp(&src);
+        loop {
+            std::thread::sleep(Duration::from_millis(250));
+            let now = stamp(&src);
+            if now != seen {
+                seen = now;
+                if let Ok(import) = import::read(format, &src) {
+                    let _ = import.write(&out);
+                }
+            }
+        }
+    });
+}

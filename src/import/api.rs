@@ -1,0 +1,333 @@
+//! Raw API transcripts: OpenAI Chat Completions, OpenAI Responses and
+//! Anthropic Messages. A JSON array of messages (or input items), a request
+//! body with `messages` / `input`, or a recording of requests and responses
+//! (`[{request, response}]`), whose requests become model calls.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{Context as _, bail};
+use serde_json::{Value, json};
+
+use super::{Draft, EventExtra, Format, Import, rfc3339, text_of};
+use crate::model::{Kind, Usage};
+
+/// Which API a JSON document is in, from its keys.
+pub fn detect(value: &Value) -> anyhow::Result<Format> {
+    let (request, uri) = match value {
+        Value::Array(items) if items.first().is_some_and(|i| i.get("request").is_some()) => {
+            (&items[0]["request"], items[0]["uri"].as_str().unwrap_or(""))
+        }
+        other => (other, ""),
+    };
+    if uri.contains("/responses") || request.get("input").is_some() {
+        return Ok(Format::OpenaiResponses);
+    }
+    if uri.contains("anthropic") {
+        return Ok(Format::Anthropic);
+    }
+    let messages = match request {
+        Value::Array(items) => items,
+        _ => match request.get("messages").and_then(Value::as_array) {
+            Some(m) => m,
+            None => bail!("no messages"),
+        },
+    };
+    let block = |t: &str| {
+        messages.iter().any(|m| {
+            m["content"]
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == t))
+        })
+    };
+    if block("tool_use") || block("tool_result") || request.get("system").is_some() {
+        return Ok(Format::Anthropic);
+    }
+    if messages
+        .iter()
+        .any(|m| m.get("type").is_some() && m.get("role").is_none())
+    {
+        return Ok(Format::OpenaiResponses);
+    }
+    if messages.iter().all(|m| m.get("role").is_some()) {
+        return Ok(Format::OpenaiChat);
+    }
+    bail!("no messages")
+}
+
+pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<()> {
+    let value: Value = serde_json::from_slice(&std::fs::read(src)?)
+        .with_context(|| format!("{}: not valid JSON", src.display()))?;
+    let id = src
+        .file_stem()
+        .map_or("api".into(), |s| s.to_string_lossy().into_owned());
+    let modified = std::fs::metadata(src)
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs() as i64);
+    let meta = json!({"source": format.name(), "file": src.display().to_string()});
+    let recordings: Vec<(&Value, Option<&Value>)> = match &value {
+        Value::Array(items) if items.first().is_some_and(|i| i.get("request").is_some()) => items
+            .iter()
+            .map(|i| (&i["request"], i.get("response")))
+            .collect(),
+        other => vec![(other, None)],
+    };
+    let Some(&(_, last_response)) = recordings.last() else {
+        bail!("{}: an empty recording", src.display());
+    };
+    let created = last_response
+        .and_then(|r| r.get("created").or_else(|| r.get("created_at")))
+        .and_then(Value::as_i64)
+        .unwrap_or(modified);
+    let draft = import.session(&id, &rfc3339(created), meta);
+    let ts = rfc3339(created);
+    // The last request holds the whole conversation; earlier ones are its prefixes.
+    let mut ends = Vec::new();
+    let mut convert = Converter::new(format);
+    for (i, (request, _)) in recordings.iter().enumerate() {
+        let items = items_of(format, request);
+        if i + 1 == recordings.len() {
+            convert.system(draft, request, &ts);
+            for item in &items {
+                convert.item(draft, item, &ts);
+            }
+        }
+        ends.push(items.len());
+    }
+    // Each request's end, as a position: convert the prefixes' lengths.
+    let positions = convert.positions.clone();
+    if let Some(response) = last_response {
+        for item in output_of(format, response) {
+            convert.item(draft, &item, &ts);
+        }
+    }
+    for ((request, response), end) in recordings.iter().zip(ends) {
+        let Some(response) = response else { continue };
+        let last = if end == 0 {
+            0
+        } else {
+            positions.get(end - 1).copied().unwrap_or(0)
+        };
+        if last < 1 {
+            continue;
+        }
+        let call_ts = response
+            .get("created")
+            .or_else(|| response.get("created_at"))
+            .and_then(Value::as_i64)
+            .map_or_else(|| ts.clone(), rfc3339);
+        let model = response["model"]
+            .as_str()
+            .or_else(|| request["model"].as_str())
+            .map(str::to_string);
+        draft.call(last, &call_ts, model, usage_of(format, &response["usage"]));
+    }
+    Ok(())
+}
+
+/// The messages or input items of a request (or a bare array of them).
+fn items_of(format: Format, request: &Value) -> Vec<Value> {
+    let list = match request {
+        Value::Array(items) => Some(items),
+        _ if format == Format::OpenaiResponses => request["input"].as_array(),
+        _ => request["messages"].as_array(),
+    };
+    match (list, &request["input"]) {
+        (Some(items), _) => items.clone(),
+        (None, Value::String(text)) => vec![json!({"role": "user", "content": text})],
+        _ => Vec::new(),
+    }
+}
+
+/// What a response adds to the conversation, as items of the request's kind.
+fn output_of(format: Format, response: &Value) -> Vec<Value> {
+    match format {
+        Format::OpenaiChat => response["choices"][0]
+            .get("message")
+            .cloned()
+            .into_iter()
+            .collect(),
+        Format::OpenaiResponses => response["output"].as_array().cloned().unwrap_or_default(),
+        _ => vec![json!({"role": "assistant", "content": response["content"]})],
+    }
+}
+
+fn usage_of(format: Format, u: &Value) -> Usage {
+    match format {
+        Format::Anthropic => super::claude_code::usage_of(Some(u)),
+        Format::OpenaiChat => Usage {
+            input_tokens: u["prompt_tokens"].as_i64(),
+            cache_read_tokens: u["prompt_tokens_details"]["cached_tokens"].as_i64(),
+            cache_write_tokens: None,
+            output_tokens: u["completion_tokens"].as_i64(),
+        },
+        _ => Usage {
+            input_tokens: u["input_tokens"].as_i64(),
+            cache_read_tokens: u["input_tokens_details"]["cached_tokens"].as_i64(),
+            cache_write_tokens: None,
+            output_tokens: u["output_tokens"].as_i64(),
+        },
+    }
+}
+
+/// Turns items into events, remembering tool names and, per item, the
+/// position of the last event it made.
+struct Converter {
+    format: Format,
+    tools: HashMap<String, String>,
+    positions: Vec<i64>,
+}
+
+impl Converter {
+    fn new(format: Format) -> Converter {
+        Converter {
+            format,
+            tools: HashMap::new(),
+            positions: Vec::new(),
+        }
+    }
+
+    /// Anthropic's top-level `system`, or Responses' `instructions`.
+    fn system(&mut self, draft: &mut Draft, request: &Value, ts: &str) {
+        let system = request
+            .get("system")
+            .or_else(|| request.get("instructions"));
+        if let Some(system) = system.filter(|s| !s.is_null()) {
+            draft.push(Kind::System, ts, text_of(system), EventExtra::default());
+        }
+    }
+
+    fn item(&mut self, draft: &mut Draft, item: &Value, ts: &str) {
+        match item["type"].as_str() {
+            Some("function_call") => {
+                let id = item["call_id"].as_str().unwrap_or("");
+                let name = item["name"].as_str().unwrap_or("tool");
+                self.tools.insert(id.into(), name.into());
+                let args = item["arguments"]
+                    .as_str()
+                    .map_or_else(|| item["arguments"].to_string(), str::to_string);
+                draft.push(Kind::ToolCall, ts, args, EventExtra::tool(name, id));
+            }
+            Some("function_call_output") => {
+                let id = item["call_id"].as_str().unwrap_or("");
+                let name = self
+                    .tools
+                    .get(id)
+                    .map_or("tool", String::as_str)
+                    .to_string();
+                draft.push(
+                    Kind::ToolResult,
+                    ts,
+                    text_of(&item["output"]),
+                    EventExtra::tool(&name, id),
+                );
+            }
+            Some("reasoning") => {
+                let text = text_of(&item["summary"]);
+                let (text, meta) = if text.is_empty() {
+                    (
+                        "[encrypted reasoning]".to_string(),
+                        Some(json!({"encrypted": true})),
+                    )
+                } else {
+                    (text, None)
+                };
+                draft.push(
+                    Kind::Reasoning,
+                    ts,
+                    text,
+                    EventExtra::default().with_meta(meta),
+                );
+            }
+            _ => self.message(draft, item, ts),
+        }
+        self.positions.push(draft.last());
+    }
+
+    fn message(&mut self, draft: &mut Draft, m: &Value, ts: &str) {
+        let role = m["role"].as_str().unwrap_or("user");
+        let kind = match role {
+            "system" | "developer" => Kind::System,
+            "assistant" => Kind::Assistant,
+            "tool" => Kind::ToolResult,
+            _ => Kind::User,
+        };
+        if kind == Kind::ToolResult {
+            let id = m["tool_call_id"].as_str().unwrap_or("");
+            let name = self
+                .tools
+                .get(id)
+                .map_or("tool", String::as_str)
+                .to_string();
+            draft.push(
+                kind,
+                ts,
+                text_of(&m["content"]),
+                EventExtra::tool(&name, id),
+            );
+            return;
+        }
+        match &m["content"] {
+            Value::Array(blocks) if self.format == Format::Anthropic => {
+                for block in blocks {
+                    self.block(draft, kind, block, ts);
+                }
+            }
+            content => {
+                let text = text_of(content);
+                if !text.is_empty() || m.get("tool_calls").is_none() {
+                    draft.push(kind, ts, text, EventExtra::default());
+                }
+            }
+        }
+        for call in m["tool_calls"].as_array().into_iter().flatten() {
+            let id = call["id"].as_str().unwrap_or("");
+            let name = call["function"]["name"].as_str().unwrap_or("tool");
+            self.tools.insert(id.into(), name.into());
+            let args = call["function"]["arguments"]
+                .as_str()
+                .unwrap_or("{}")
+                .to_string();
+            draft.push(Kind::ToolCall, ts, args, EventExtra::tool(name, id));
+        }
+    }
+
+    /// One Anthropic content block.
+    fn block(&mut self, draft: &mut Draft, kind: Kind, block: &Value, ts: &str) {
+        match block["type"].as_str().unwrap_or("text") {
+            "text" => {
+                let text = block["text"].as_str().unwrap_or("").to_string();
+                draft.push(kind, ts, text, EventExtra::default());
+            }
+            "thinking" => {
+                let text = block["thinking"].as_str().unwrap_or("").to_string();
+                draft.push(Kind::Reasoning, ts, text, EventExtra::default());
+            }
+            "tool_use" => {
+                let id = block["id"].as_str().unwrap_or("");
+                let name = block["name"].as_str().unwrap_or("tool");
+                self.tools.insert(id.into(), name.into());
+                draft.push(
+                    Kind::ToolCall,
+                    ts,
+                    block["input"].to_string(),
+                    EventExtra::tool(name, id),
+                );
+            }
+            "tool_result" => {
+                let id = block["tool_use_id"].as_str().unwrap_or("");
+                let name = self
+                    .tools
+                    .get(id)
+                    .map_or("tool", String::as_str)
+                    .to_string();
+                let meta = (block["is_error"] == true).then(|| json!({"is_error": true}));
+                let extra = EventExtra::tool(&name, id).with_meta(meta);
+                draft.push(Kind::ToolResult, ts, text_of(&block["content"]), extra);
+            }
+            other => draft.unmapped(&format!("block:{other}")),
+        }
+    }
+}

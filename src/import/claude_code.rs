@@ -1,0 +1,419 @@
+//! Claude Code: a session's JSONL and its `subagents/` folder.
+//!
+//! The main line follows the uuid / parentUuid chain back from the newest
+//! message (through `logicalParentUuid` across a compaction); sidechain lines
+//! and each subagent file become sessions of their own. Assistant lines are
+//! one content block each, grouped into a response by `message.id`; the last
+//! line of a response carries its final usage, which becomes a model call.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::{Draft, EventExtra, Import, json_lines, text_of};
+use crate::model::{Kind, Usage};
+
+/// The policy recorded with every imported call: what Claude Code does, in
+/// ctxlens's words. Tool results stay whole; the context is compacted where
+/// the transcript says it was (a `compaction` event), into its summary.
+const POLICY: &str = r#"{"preset":"pipeline","budget":{"context_window":200000},"tool_results":{"keep_turns":1000000},"trigger":{"over_target":false,"on_request":true}}"#;
+
+pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
+    let lines = json_lines(src, import)?;
+    let (main, sides) = main_line(&lines);
+    let main_id = lines
+        .iter()
+        .find_map(|(_, l)| l.get("sessionId").and_then(Value::as_str))
+        .unwrap_or("claude-code")
+        .to_string();
+    let subagents = src.with_extension("").join("subagents");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&subagents)
+        .map(|dir| {
+            dir.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    let summarizers: Vec<String> = files
+        .iter()
+        .filter_map(|f| agent_of(f))
+        .filter(|a| a.starts_with("acompact"))
+        .map(|a| format!("{main_id}/{a}"))
+        .collect();
+    let meta = json!({"source": "claude-code", "file": src.display().to_string()});
+    read_session(import, &main_id, &main, meta, &summarizers);
+    for (agent, group) in sides {
+        let id = format!("{main_id}/{agent}");
+        let meta = json!({"source": "claude-code", "sidechain": true, "parent_session": main_id});
+        read_session(import, &id, &group, meta, &[]);
+    }
+    for file in files {
+        let lines = json_lines(&file, import)?;
+        let values: Vec<&Value> = lines.iter().map(|(_, v)| v).collect();
+        let agent = agent_of(&file).unwrap_or_else(|| "agent".into());
+        let id = format!("{main_id}/{agent}");
+        let mut meta = json!({
+            "source": "claude-code",
+            "parent_session": main_id,
+            "agent_id": agent,
+            "file": file.display().to_string(),
+        });
+        if agent.starts_with("acompact") {
+            meta["role"] =
+                json!("compaction summarizer: its calls are the summarizing model calls");
+        }
+        read_session(import, &id, &values, meta, &[]);
+    }
+    Ok(())
+}
+
+fn agent_of(file: &Path) -> Option<String> {
+    let stem = file.file_stem()?.to_string_lossy();
+    Some(stem.strip_prefix("agent-").unwrap_or(&stem).to_string())
+}
+
+/// The main line's lines in file order, and the sidechains by agent.
+#[allow(clippy::type_complexity)]
+fn main_line(lines: &[(usize, Value)]) -> (Vec<&Value>, Vec<(String, Vec<&Value>)>) {
+    let uuid = |v: &Value| v.get("uuid").and_then(Value::as_str).map(str::to_string);
+    let side = |v: &Value| v.get("isSidechain").and_then(Value::as_bool) == Some(true);
+    let by_uuid: HashMap<String, usize> = lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, v))| uuid(v).map(|u| (u, i)))
+        .collect();
+    let is_message = |v: &Value| {
+        matches!(
+            v.get("type").and_then(Value::as_str),
+            Some("user" | "assistant" | "system")
+        )
+    };
+    // Back from the newest message of the main line. Where the chain ends
+    // (a root, or a parent the file does not hold, as across a compaction
+    // whose logical parent was left out), it goes on from the newest main
+    // message before that point.
+    let candidate = |v: &Value| is_message(v) && !side(v) && uuid(v).is_some();
+    let mut on_line = HashSet::new();
+    let mut at = lines.iter().rposition(|(_, v)| candidate(v));
+    while let Some(i) = at {
+        if !on_line.insert(i) {
+            break;
+        }
+        let v = &lines[i].1;
+        let parent = v
+            .get("parentUuid")
+            .and_then(Value::as_str)
+            .or_else(|| v.get("logicalParentUuid").and_then(Value::as_str));
+        at = parent.and_then(|p| by_uuid.get(p).copied()).or_else(|| {
+            lines[..i]
+                .iter()
+                .rposition(|(_, v)| candidate(v))
+                .filter(|j| !on_line.contains(j))
+        });
+    }
+    // Parallel tool calls branch: each result hangs off its own call's line, and
+    // the chain runs through one of them. The others' results join the line,
+    // as do the lines of a response already on it.
+    let msg_id = |v: &Value| v["message"]["id"].as_str().map(str::to_string);
+    let mut responses: HashSet<String> = on_line
+        .iter()
+        .filter_map(|&i| msg_id(&lines[i].1))
+        .collect();
+    let mut asked: HashSet<String> = HashSet::new();
+    for pass in 0..2 {
+        for (i, (_, v)) in lines.iter().enumerate() {
+            if on_line.contains(&i) {
+                if pass == 0 || v["type"] == "assistant" {
+                    for block in v["message"]["content"].as_array().into_iter().flatten() {
+                        if let Some(id) =
+                            block["id"].as_str().filter(|_| block["type"] == "tool_use")
+                        {
+                            asked.insert(id.to_string());
+                        }
+                    }
+                }
+                continue;
+            }
+            if side(v) || !candidate(v) {
+                continue;
+            }
+            let answers = v["message"]["content"].as_array().is_some_and(|blocks| {
+                !blocks.is_empty()
+                    && blocks.iter().all(|b| {
+                        b["type"] == "tool_result"
+                            && b["tool_use_id"]
+                                .as_str()
+                                .is_some_and(|id| asked.contains(id))
+                    })
+            });
+            let same_response = msg_id(v).is_some_and(|m| responses.contains(&m));
+            if answers || same_response {
+                on_line.insert(i);
+                if let Some(m) = msg_id(v) {
+                    responses.insert(m);
+                }
+            }
+        }
+    }
+    let mut main = Vec::new();
+    let mut sides: Vec<(String, Vec<&Value>)> = Vec::new();
+    for (i, (_, v)) in lines.iter().enumerate() {
+        if side(v) {
+            let agent = v
+                .get("agentId")
+                .and_then(Value::as_str)
+                .unwrap_or("sidechain")
+                .to_string();
+            match sides.iter_mut().find(|(a, _)| *a == agent) {
+                Some((_, group)) => group.push(v),
+                None => sides.push((agent, vec![v])),
+            }
+        } else if on_line.contains(&i) || uuid(v).is_none() {
+            main.push(v);
+        }
+    }
+    (main, sides)
+}
+
+fn read_session(
+    import: &mut Import,
+    id: &str,
+    lines: &[&Value],
+    meta: Value,
+    summarizers: &[String],
+) {
+    if !lines.iter().any(|l| l.get("message").is_some()) {
+        return;
+    }
+    let created = lines
+        .iter()
+        .find_map(|l| l.get("timestamp").and_then(Value::as_str))
+        .unwrap_or("1970-01-01T00:00:00Z")
+        .to_string();
+    let draft = import.session(id, &created, meta);
+    let mut tools: HashMap<String, String> = HashMap::new();
+    let mut calls: HashMap<String, usize> = HashMap::new();
+    let mut compaction: Option<i64> = None;
+    let mut summary: Option<(usize, i64)> = None;
+    let mut micro: Vec<String> = Vec::new();
+    for line in lines {
+        let ts = line
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .unwrap_or(&created)
+            .to_string();
+        let kind = line.get("type").and_then(Value::as_str).unwrap_or("");
+        let message = line.get("message");
+        match kind {
+            "user" if line.get("isCompactSummary").and_then(Value::as_bool) == Some(true) => {
+                let text = message.map_or(String::new(), |m| text_of(&m["content"]));
+                let end = compaction.unwrap_or(draft.last() + 1) - 1;
+                if end >= 1 {
+                    let ix =
+                        draft.summary(1, end, text, &ts, Some("claude-code compaction".into()));
+                    summary = Some((ix, end));
+                }
+            }
+            "user" => user(draft, message, &ts, line, &tools),
+            "assistant" => {
+                let Some(message) = message else { continue };
+                let before = draft.last();
+                assistant(draft, message, &ts, &mut tools);
+                let Some(msg_id) = message.get("id").and_then(Value::as_str) else {
+                    continue;
+                };
+                let usage = usage_of(message.get("usage"));
+                match calls.get(msg_id) {
+                    Some(&ix) => draft.calls[ix].usage = usage,
+                    None if before >= 1 => {
+                        let model = message
+                            .get("model")
+                            .and_then(Value::as_str)
+                            .map(str::to_string);
+                        let call = draft.call(before, &ts, model, usage);
+                        call.policy = Some(POLICY.into());
+                        if let Some((ix, end)) = summary {
+                            call.summary_id = Some(ix as i64);
+                            let covered: Vec<Value> = (1..=end)
+                                .map(|p| json!({"seq": p, "action": "summarized", "reducer": "summary"}))
+                                .collect();
+                            call.evictions = Value::Array(covered).to_string();
+                        }
+                        if !micro.is_empty() {
+                            add_micro_evictions(draft, &micro);
+                        }
+                        calls.insert(msg_id.to_string(), draft.calls.len() - 1);
+                    }
+                    None => draft.unmapped("response before any event"),
+                }
+            }
+            "system" => match line.get("subtype").and_then(Value::as_str) {
+                Some("compact_boundary") => {
+                    let mut meta = json!({"auto": line["compactMetadata"]["trigger"] == "auto"});
+                    if let Some(m) = line.get("compactMetadata") {
+                        meta["compactMetadata"] = m.clone();
+                    }
+                    if let Some(s) = summarizers.first() {
+                        meta["summarizer_session"] = json!(s);
+                    }
+                    let content = line
+                        .get("content")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Conversation compacted")
+                        .to_string();
+                    compaction =
+                        Some(draft.push(Kind::Compaction, &ts, content, EventExtra::meta(meta)));
+                }
+                Some("microcompact_boundary") => {
+                    let ids = line
+                        .get("microcompactMetadata")
+                        .and_then(|m| m.get("compactedToolIds"))
+                        .or_else(|| line.get("compactedToolIds"))
+                        .and_then(Value::as_array);
+                    micro.extend(
+                        ids.into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string),
+                    );
+                }
+                Some(other) => draft.unmapped(&format!("system:{other}")),
+                None => draft.unmapped("system"),
+            },
+            other => draft.unmapped(if other.is_empty() {
+                "untyped line"
+            } else {
+                other
+            }),
+        }
+    }
+}
+
+/// The newest call records the microcompacted results as stubbed.
+fn add_micro_evictions(draft: &mut Draft, ids: &[String]) {
+    let last = draft.calls.last().map_or(0, |c| c.last_seq);
+    let mut evictions: Vec<Value> = draft
+        .calls
+        .last()
+        .and_then(|c| c.parsed_evictions().ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| json!({"seq": e.seq, "action": e.action, "reducer": e.reducer}))
+        .collect();
+    for (i, e) in draft.events.iter().enumerate().take(last as usize) {
+        if e.kind == Kind::ToolResult && e.call_id.as_ref().is_some_and(|c| ids.contains(c)) {
+            evictions.push(json!({"seq": i + 1, "action": "stubbed", "reducer": "microcompact"}));
+        }
+    }
+    if let Some(call) = draft.calls.last_mut() {
+        call.evictions = Value::Array(evictions).to_string();
+    }
+}
+
+fn user(
+    draft: &mut Draft,
+    message: Option<&Value>,
+    ts: &str,
+    line: &Value,
+    tools: &HashMap<String, String>,
+) {
+    let Some(content) = message.map(|m| &m["content"]) else {
+        return;
+    };
+    let meta = (line.get("isMeta").and_then(Value::as_bool) == Some(true))
+        .then(|| json!({"synthetic": true}));
+    match content {
+        Value::String(text) => {
+            draft.push(
+                Kind::User,
+                ts,
+                text.clone(),
+                EventExtra::default().with_meta(meta),
+            );
+        }
+        Value::Array(blocks) => {
+            for block in blocks {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("tool_result") => {
+                        let id = block["tool_use_id"].as_str().unwrap_or("");
+                        let tool = tools.get(id).map_or("tool", String::as_str);
+                        let is_error = block.get("is_error").and_then(Value::as_bool) == Some(true);
+                        let extra = EventExtra::tool(tool, id)
+                            .with_meta(is_error.then(|| json!({"is_error": true})));
+                        draft.push(Kind::ToolResult, ts, text_of(&block["content"]), extra);
+                    }
+                    Some("text") => {
+                        let text = block["text"].as_str().unwrap_or("").to_string();
+                        draft.push(
+                            Kind::User,
+                            ts,
+                            text,
+                            EventExtra::default().with_meta(meta.clone()),
+                        );
+                    }
+                    Some(other) => draft.unmapped(&format!("user block:{other}")),
+                    None => draft.unmapped("user block"),
+                }
+            }
+        }
+        _ => draft.unmapped("user content"),
+    }
+}
+
+fn assistant(draft: &mut Draft, message: &Value, ts: &str, tools: &mut HashMap<String, String>) {
+    let Some(blocks) = message.get("content").and_then(Value::as_array) else {
+        return;
+    };
+    for block in blocks {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                let text = block["text"].as_str().unwrap_or("").to_string();
+                draft.push(Kind::Assistant, ts, text, EventExtra::default());
+            }
+            Some("thinking") => {
+                let text = block["thinking"].as_str().unwrap_or("").to_string();
+                draft.push(Kind::Reasoning, ts, text, EventExtra::default());
+            }
+            Some("redacted_thinking") => {
+                let meta = json!({"redacted": true});
+                draft.push(
+                    Kind::Reasoning,
+                    ts,
+                    "[redacted thinking]".into(),
+                    EventExtra::meta(meta),
+                );
+            }
+            Some("tool_use") => {
+                let id = block["id"].as_str().unwrap_or("");
+                let name = block["name"].as_str().unwrap_or("tool");
+                tools.insert(id.to_string(), name.to_string());
+                draft.push(
+                    Kind::ToolCall,
+                    ts,
+                    block["input"].to_string(),
+                    EventExtra::tool(name, id),
+                );
+            }
+            Some(other) => draft.unmapped(&format!("assistant block:{other}")),
+            None => draft.unmapped("assistant block"),
+        }
+    }
+}
+
+/// Anthropic usage: input excludes the cache, so the call's input is all three.
+pub(super) fn usage_of(usage: Option<&Value>) -> Usage {
+    let Some(u) = usage else {
+        return Usage::default();
+    };
+    let get = |k: &str| u.get(k).and_then(Value::as_i64);
+    let read = get("cache_read_input_tokens");
+    let write = get("cache_creation_input_tokens");
+    Usage {
+        input_tokens: get("input_tokens").map(|i| i + read.unwrap_or(0) + write.unwrap_or(0)),
+        cache_read_tokens: read,
+        cache_write_tokens: write,
+        output_tokens: get("output_tokens"),
+    }
+}

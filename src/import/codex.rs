@@ -1,0 +1,236 @@
+//! Codex CLI: a rollout JSONL of `{timestamp, type, payload}` lines.
+//!
+//! `response_item`s are the conversation; `event_msg`s repeat its messages
+//! (dropped, unless the rollout has no response_item for them) and carry
+//! `token_count`, which becomes the model call of the items before it. A
+//! `compacted` line is a compaction event and a summary of what came before.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::{EventExtra, Import, json_lines, text_of};
+use crate::model::{Kind, Usage};
+
+pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
+    let lines = json_lines(src, import)?;
+    let meta_line = lines
+        .iter()
+        .find(|(_, l)| l["type"] == "session_meta")
+        .map(|(_, l)| &l["payload"]);
+    let id = meta_line
+        .and_then(|p| p.get("id"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            src.file_stem()
+                .map_or("codex".into(), |s| s.to_string_lossy().into_owned())
+        });
+    let created = lines
+        .iter()
+        .find_map(|(_, l)| l.get("timestamp").and_then(Value::as_str))
+        .unwrap_or("1970-01-01T00:00:00Z")
+        .to_string();
+    let mut meta = json!({"source": "codex", "file": src.display().to_string()});
+    if let Some(p) = meta_line {
+        for key in ["cwd", "originator", "cli_version", "model_provider"] {
+            if let Some(v) = p.get(key) {
+                meta[key] = v.clone();
+            }
+        }
+    }
+    // User texts the response_items hold: their event_msg copies are dropped.
+    let user_items: HashSet<String> = lines
+        .iter()
+        .filter(|(_, l)| l["type"] == "response_item" && l["payload"]["type"] == "message")
+        .filter(|(_, l)| l["payload"]["role"] == "user")
+        .map(|(_, l)| text_of(&l["payload"]["content"]).trim().to_string())
+        .collect();
+    let draft = import.session(&id, &created, meta);
+    if let Some(text) = meta_line.and_then(|p| p["base_instructions"]["text"].as_str()) {
+        draft.push(
+            Kind::System,
+            &created,
+            text.to_string(),
+            EventExtra::default(),
+        );
+    }
+    let mut tools: HashMap<String, String> = HashMap::new();
+    let mut model: Option<String> = None;
+    // Where the items answering the next token_count began.
+    let mut response_from: Option<(i64, String)> = None;
+    let mut last_total: Option<Value> = None;
+    for (_, line) in &lines {
+        let ts = line["timestamp"].as_str().unwrap_or(&created).to_string();
+        let payload = &line["payload"];
+        let kind = payload["type"].as_str().unwrap_or("");
+        let before = draft.last();
+        match line["type"].as_str().unwrap_or("") {
+            "session_meta" => {}
+            "turn_context" => {
+                model = payload["model"].as_str().map(str::to_string).or(model);
+            }
+            "response_item" => {
+                let agent = match kind {
+                    "message" => {
+                        let role = payload["role"].as_str().unwrap_or("user");
+                        let text = text_of(&payload["content"]);
+                        let kind = match role {
+                            "assistant" => Kind::Assistant,
+                            "developer" | "system" => Kind::System,
+                            _ => Kind::User,
+                        };
+                        draft.push(kind, &ts, text, EventExtra::default());
+                        kind == Kind::Assistant
+                    }
+                    "reasoning" => {
+                        let summary = text_of(&payload["summary"]);
+                        let content = text_of(&payload["content"]);
+                        let text = [summary, content]
+                            .into_iter()
+                            .filter(|t| !t.is_empty())
+                            .collect::<Vec<_>>()
+                            .join("\n");
+                        let encrypted = payload
+                            .get("encrypted_content")
+                            .is_some_and(|e| !e.is_null());
+                        let (text, meta) = if text.is_empty() && encrypted {
+                            (
+                                "[encrypted reasoning]".to_string(),
+                                Some(json!({"encrypted": true})),
+                            )
+                        } else {
+                            (text, None)
+                        };
+                        draft.push(
+                            Kind::Reasoning,
+                            &ts,
+                            text,
+                            EventExtra::default().with_meta(meta),
+                        );
+                        true
+                    }
+                    "function_call" | "custom_tool_call" | "local_shell_call" => {
+                        let call_id = payload["call_id"].as_str().unwrap_or("");
+                        let name = payload["name"].as_str().unwrap_or(kind);
+                        let args = match (&payload["arguments"], &payload["input"]) {
+                            (Value::String(a), _) | (_, Value::String(a)) => a.clone(),
+                            (Value::Null, Value::Null) => payload["action"].to_string(),
+                            (Value::Null, other) | (other, _) => other.to_string(),
+                        };
+                        tools.insert(call_id.to_string(), name.to_string());
+                        draft.push(Kind::ToolCall, &ts, args, EventExtra::tool(name, call_id));
+                        true
+                    }
+                    "function_call_output"
+                    | "custom_tool_call_output"
+                    | "local_shell_call_output" => {
+                        let call_id = payload["call_id"].as_str().unwrap_or("");
+                        let tool = tools
+                            .get(call_id)
+                            .map_or("tool", String::as_str)
+                            .to_string();
+                        let output = match &payload["output"] {
+                            Value::String(s) => s.clone(),
+                            Value::Object(o) => o
+                                .get("content")
+                                .or_else(|| o.get("output"))
+                                .map_or_else(|| payload["output"].to_string(), text_of),
+                            other => text_of(other),
+                        };
+                        draft.push(
+                            Kind::ToolResult,
+                            &ts,
+                            output,
+                            EventExtra::tool(&tool, call_id),
+                        );
+                        false
+                    }
+                    other => {
+                        draft.unmapped(&format!("response_item:{other}"));
+                        false
+                    }
+                };
+                if agent && response_from.is_none() {
+                    response_from = Some((before, ts.clone()));
+                }
+            }
+            "event_msg" => match kind {
+                "user_message" => {
+                    let text = payload["message"].as_str().unwrap_or("").to_string();
+                    if !user_items.contains(text.trim()) {
+                        draft.push(
+                            Kind::User,
+                            &ts,
+                            text,
+                            EventExtra::meta(json!({"from": "event_msg"})),
+                        );
+                    }
+                }
+                "token_count" => {
+                    let info = &payload["info"];
+                    let total = info["total_token_usage"].clone();
+                    if info.is_null() || last_total.as_ref() == Some(&total) {
+                        continue;
+                    }
+                    last_total = Some(total);
+                    let Some((from, started)) = response_from.take() else {
+                        continue;
+                    };
+                    if from < 1 {
+                        continue;
+                    }
+                    let u = &info["last_token_usage"];
+                    let usage = Usage {
+                        input_tokens: u["input_tokens"].as_i64(),
+                        cache_read_tokens: u["cached_input_tokens"].as_i64(),
+                        cache_write_tokens: None,
+                        output_tokens: u["output_tokens"].as_i64(),
+                    };
+                    draft.call(from, &started, model.clone(), usage);
+                }
+                "context_compacted" | "agent_message" | "agent_reasoning" => {}
+                other => draft.unmapped(&format!("event_msg:{other}")),
+            },
+            "compacted" => {
+                let end = draft.last();
+                draft.push(
+                    Kind::Compaction,
+                    &ts,
+                    "Conversation compacted".into(),
+                    EventExtra::meta(json!({"auto": true})),
+                );
+                let text = match payload["message"].as_str().filter(|m| !m.is_empty()) {
+                    Some(message) => message.to_string(),
+                    None => describe_replacement(&payload["replacement_history"]),
+                };
+                if end >= 1 {
+                    draft.summary(1, end, text, &ts, Some("codex compaction".into()));
+                }
+            }
+            other => draft.unmapped(other),
+        }
+    }
+    Ok(())
+}
+
+/// A remote compaction's replacement history cannot be read (it is
+/// encrypted); the summary says what it held.
+fn describe_replacement(history: &Value) -> String {
+    let items = history.as_array().map_or(&[][..], Vec::as_slice);
+    let mut kinds: Vec<String> = Vec::new();
+    for item in items {
+        let kind = item["type"].as_str().unwrap_or("item");
+        let role = item["role"]
+            .as_str()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        kinds.push(format!("{kind}{role}"));
+    }
+    format!(
+        "[remote compaction: the history was replaced by {} items the provider keeps encrypted: {}]",
+        items.len(),
+        kinds.join(", ")
+    )
+}

@@ -1,0 +1,565 @@
+//! Importers: other tools' transcripts turned into a ctxlens log. Each reads
+//! its source and never writes it; what it cannot map it keeps in `meta`;
+//! a malformed line is reported with its file and line number and skipped,
+//! and a last line still being written is left for the next read.
+
+mod api;
+mod claude_code;
+mod codex;
+mod llm;
+mod opencode;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use serde_json::{Map, Value, json};
+
+use crate::log::Writer;
+use crate::model::{Event, Kind, ModelCall, Session, Summary, Usage};
+
+/// The formats `ctxlens import` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    ClaudeCode,
+    Codex,
+    Opencode,
+    Llm,
+    OpenaiChat,
+    OpenaiResponses,
+    Anthropic,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::ClaudeCode => "claude-code",
+            Format::Codex => "codex",
+            Format::Opencode => "opencode",
+            Format::Llm => "llm",
+            Format::OpenaiChat => "openai-chat",
+            Format::OpenaiResponses => "openai-responses",
+            Format::Anthropic => "anthropic",
+        }
+    }
+}
+
+/// What an import made: sessions ready to write, and what it skipped.
+#[derive(Debug, Default)]
+pub struct Import {
+    pub sessions: Vec<Draft>,
+    /// Malformed input, "FILE:LINE: what", in the order met.
+    pub warnings: Vec<String>,
+    next_seq: i64,
+}
+
+/// One session being built: events in order, turns counted at user messages.
+#[derive(Debug, Default)]
+pub struct Draft {
+    pub session: Session,
+    pub events: Vec<Event>,
+    pub summaries: Vec<Summary>,
+    pub calls: Vec<ModelCall>,
+    /// What the source held that has no place in the log, by kind.
+    pub unmapped: Map<String, Value>,
+    turn: i64,
+    started: bool,
+}
+
+impl Import {
+    /// Starts a new session; events get seqs after every earlier session's.
+    pub fn session(&mut self, id: &str, created_at: &str, meta: Value) -> &mut Draft {
+        self.sessions.push(Draft {
+            session: Session {
+                id: id.to_string(),
+                created_at: created_at.to_string(),
+                title: None,
+                meta: Some(meta.to_string()),
+            },
+            ..Draft::default()
+        });
+        self.sessions.last_mut().expect("just pushed")
+    }
+
+    pub fn warn(&mut self, file: &Path, line: usize, what: impl std::fmt::Display) {
+        self.warnings
+            .push(format!("{}:{line}: {what}", file.display()));
+    }
+
+    /// Every event, summary and call written to a new log at `out`, through
+    /// a file beside it renamed into place, so a reader never sees half.
+    pub fn write(mut self, out: &Path) -> anyhow::Result<WriteReport> {
+        let partial = out.with_extension("importing");
+        let _ = std::fs::remove_file(&partial);
+        let mut w = Writer::create(&partial)?;
+        let mut report = WriteReport::default();
+        for draft in &mut self.sessions {
+            if !draft.unmapped.is_empty() {
+                let mut meta: Map<String, Value> = draft
+                    .session
+                    .meta
+                    .as_deref()
+                    .and_then(|m| serde_json::from_str(m).ok())
+                    .unwrap_or_default();
+                meta.insert("unmapped".into(), Value::Object(draft.unmapped.clone()));
+                draft.session.meta = Some(Value::Object(meta).to_string());
+            }
+            for event in &mut draft.events {
+                self.next_seq += 1;
+                event.seq = self.next_seq;
+            }
+        }
+        for draft in &self.sessions {
+            w.add_session(&draft.session)?;
+            w.append(&draft.events)?;
+            let mut ids = Vec::new();
+            for summary in &draft.summaries {
+                ids.push(w.add_summary(&resolve_summary(draft, summary))?);
+            }
+            for call in &draft.calls {
+                let mut call = resolve_call(draft, call);
+                // A call's summary_id names the draft's summary by position.
+                call.summary_id = call.summary_id.and_then(|i| ids.get(i as usize).copied());
+                w.record_call(&call)?;
+            }
+            report.sessions += 1;
+            report.events += draft.events.len();
+            report.summaries += draft.summaries.len();
+            report.calls += draft.calls.len();
+        }
+        w.finish()?;
+        std::fs::rename(&partial, out)
+            .with_context(|| format!("cannot move the import into place at {}", out.display()))?;
+        report.warnings = self.warnings;
+        Ok(report)
+    }
+}
+
+/// Counts of what an import wrote.
+#[derive(Debug, Default)]
+pub struct WriteReport {
+    pub sessions: usize,
+    pub events: usize,
+    pub summaries: usize,
+    pub calls: usize,
+    pub warnings: Vec<String>,
+}
+
+/// Inside a draft, seqs are positions (1-based) until written; these map them.
+fn resolve_summary(draft: &Draft, s: &Summary) -> Summary {
+    Summary {
+        from_seq: seq_at(draft, s.from_seq),
+        to_seq: seq_at(draft, s.to_seq),
+        ..s.clone()
+    }
+}
+
+fn resolve_call(draft: &Draft, c: &ModelCall) -> ModelCall {
+    let evictions: Vec<Value> = c
+        .parsed_evictions()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| json!({"seq": seq_at(draft, e.seq), "action": e.action, "reducer": e.reducer}))
+        .collect();
+    ModelCall {
+        last_seq: seq_at(draft, c.last_seq),
+        evictions: Value::Array(evictions).to_string(),
+        ..c.clone()
+    }
+}
+
+fn seq_at(draft: &Draft, position: i64) -> i64 {
+    draft
+        .events
+        .get((position - 1).max(0) as usize)
+        .map_or(position, |e| e.seq)
+}
+
+impl Draft {
+    /// Adds an event; a user message starts a new turn. Returns its position
+    /// (1-based), which stands for its seq until the log is written.
+    pub fn push(&mut self, kind: Kind, ts: &str, content: String, extra: EventExtra) -> i64 {
+        if kind == Kind::User {
+            if self.started {
+                self.turn += 1;
+            }
+            self.started = true;
+        }
+        self.events.push(Event {
+            seq: 0,
+            session_id: self.session.id.clone(),
+            turn: self.turn,
+            ts: ts.to_string(),
+            kind,
+            tool_name: extra.tool,
+            call_id: extra.call_id,
+            content,
+            meta: extra.meta.map(|m| m.to_string()),
+        });
+        if self.session.title.is_none() && kind == Kind::User {
+            let title: String = self
+                .events
+                .last()
+                .map_or("", |e| e.content.trim())
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(80)
+                .collect();
+            self.session.title = Some(title).filter(|t| !t.is_empty());
+        }
+        self.events.len() as i64
+    }
+
+    /// The position of the newest event (0 when none).
+    pub fn last(&self) -> i64 {
+        self.events.len() as i64
+    }
+
+    pub fn turn(&self) -> i64 {
+        self.turn
+    }
+
+    /// Records a model call that saw the events up to position `last`.
+    pub fn call(
+        &mut self,
+        last: i64,
+        ts: &str,
+        model: Option<String>,
+        usage: Usage,
+    ) -> &mut ModelCall {
+        self.calls.push(ModelCall {
+            id: 0,
+            session_id: self.session.id.clone(),
+            turn: self
+                .events
+                .get((last - 1).max(0) as usize)
+                .map_or(0, |e| e.turn),
+            last_seq: last,
+            ts: ts.to_string(),
+            model,
+            evictions: "[]".into(),
+            injections: "[]".into(),
+            usage,
+            ..ModelCall::default()
+        });
+        self.calls.last_mut().expect("just pushed")
+    }
+
+    /// A summary of positions `from..=to`, as the next version.
+    pub fn summary(
+        &mut self,
+        from: i64,
+        to: i64,
+        content: String,
+        ts: &str,
+        by: Option<String>,
+    ) -> usize {
+        let version = self.summaries.len() as i64 + 1;
+        self.summaries.push(Summary {
+            id: 0,
+            session_id: self.session.id.clone(),
+            version,
+            from_seq: from,
+            to_seq: to,
+            content,
+            created_at: ts.to_string(),
+            created_by: by,
+            meta: None,
+        });
+        self.summaries.len() - 1
+    }
+
+    /// Counts something the log has no place for.
+    pub fn unmapped(&mut self, what: &str) {
+        let n = self.unmapped.get(what).and_then(Value::as_u64).unwrap_or(0);
+        self.unmapped.insert(what.to_string(), json!(n + 1));
+    }
+}
+
+/// What an event has beside its kind, time and content.
+#[derive(Debug, Default)]
+pub struct EventExtra {
+    pub tool: Option<String>,
+    pub call_id: Option<String>,
+    pub meta: Option<Value>,
+}
+
+impl EventExtra {
+    pub fn tool(tool: &str, call_id: &str) -> EventExtra {
+        EventExtra {
+            tool: Some(tool.to_string()),
+            call_id: Some(call_id.to_string()),
+            meta: None,
+        }
+    }
+
+    pub fn meta(meta: Value) -> EventExtra {
+        EventExtra {
+            meta: Some(meta),
+            ..EventExtra::default()
+        }
+    }
+
+    pub fn with_meta(mut self, meta: Option<Value>) -> EventExtra {
+        self.meta = meta;
+        self
+    }
+}
+
+/// Reads `src` in `format`.
+pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
+    if !src.exists() {
+        bail!("{}: no such file or directory", src.display());
+    }
+    let mut import = Import::default();
+    match format {
+        Format::ClaudeCode => claude_code::read(src, &mut import)?,
+        Format::Codex => codex::read(src, &mut import)?,
+        Format::Opencode => opencode::read(src, &mut import)?,
+        Format::Llm => llm::read(src, &mut import)?,
+        Format::OpenaiChat | Format::OpenaiResponses | Format::Anthropic => {
+            api::read(format, src, &mut import)?
+        }
+    }
+    if import.sessions.is_empty() {
+        bail!(
+            "{}: no {} session found in it",
+            src.display(),
+            format.name()
+        );
+    }
+    Ok(import)
+}
+
+/// The format of `src`, from its shape: a folder, a SQLite file, a JSON
+/// document or JSON lines, and the keys its first records use.
+pub fn detect(src: &Path) -> anyhow::Result<Format> {
+    if src.is_dir() {
+        if src.join("opencode.db").exists()
+            || src.join("session").is_dir()
+            || src.join("storage").is_dir()
+        {
+            return Ok(Format::Opencode);
+        }
+        bail!(
+            "{}: a folder, but not OpenCode's storage (no session/ or opencode.db)",
+            src.display()
+        );
+    }
+    let head = read_head(src)?;
+    if head.starts_with(b"SQLite format 3\0") {
+        let tables = sqlite_tables(src)?;
+        if tables.iter().any(|t| t == "threads" || t == "responses") {
+            return Ok(Format::Llm);
+        }
+        if tables.iter().any(|t| t == "part") && tables.iter().any(|t| t == "message") {
+            return Ok(Format::Opencode);
+        }
+        bail!(
+            "{}: a SQLite file, but not a ctxlens log, llm's logs.db or opencode.db",
+            src.display()
+        );
+    }
+    let text = String::from_utf8_lossy(&head);
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[')
+        || (trimmed.starts_with('{')
+            && serde_json::from_slice::<Value>(&std::fs::read(src)?).is_ok())
+    {
+        let value: Value = serde_json::from_slice(&std::fs::read(src)?)
+            .with_context(|| format!("{}: not valid JSON", src.display()))?;
+        return api::detect(&value).with_context(|| {
+            format!(
+                "{}: JSON, but not messages or a request body of a known API",
+                src.display()
+            )
+        });
+    }
+    // JSON lines: the keys of the first parsable lines tell.
+    for line in text.lines().take(50) {
+        let Ok(value) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if value.get("payload").is_some() && value.get("type").is_some() {
+            return Ok(Format::Codex);
+        }
+        if value.get("sessionId").is_some()
+            || value.get("parentUuid").is_some()
+            || value.get("type").and_then(Value::as_str) == Some("file-history-snapshot")
+        {
+            return Ok(Format::ClaudeCode);
+        }
+    }
+    bail!(
+        "{}: cannot tell its format; name it: ctxlens import FORMAT SRC -o LOG",
+        src.display()
+    )
+}
+
+fn read_head(src: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    std::fs::File::open(src)
+        .with_context(|| format!("{}: cannot open", src.display()))?
+        .take(64 * 1024)
+        .read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// The tables of a SQLite file, opened read-only.
+pub(crate) fn sqlite_tables(src: &Path) -> anyhow::Result<Vec<String>> {
+    let db = open_sqlite(src)?;
+    let mut stmt = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
+    let names = stmt
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(names)
+}
+
+/// The rows `sql` gives, each a JSON object by column name (text that is a
+/// column named `data` is parsed as JSON and spread over the row).
+pub(crate) fn sql_rows(
+    db: &rusqlite::Connection,
+    sql: &str,
+    params: &[&dyn rusqlite::ToSql],
+) -> anyhow::Result<Vec<Value>> {
+    use rusqlite::types::Value as Sql;
+    let mut stmt = db.prepare(sql)?;
+    let names: Vec<String> = stmt.column_names().map(str::to_string).collect();
+    let rows = stmt
+        .query_map(params, |r| {
+            let mut row = Map::new();
+            for (i, name) in names.iter().enumerate() {
+                let value = match r.get::<_, Sql>(i)? {
+                    Sql::Text(t) if name == "data" => {
+                        serde_json::from_str(&t).unwrap_or(Value::String(t))
+                    }
+                    Sql::Text(t) => Value::String(t),
+                    Sql::Integer(n) => json!(n),
+                    Sql::Real(f) => json!(f),
+                    Sql::Null | Sql::Blob(_) => Value::Null,
+                };
+                row.insert(name.clone(), value);
+            }
+            if let Some(Value::Object(data)) = row.get("data").cloned() {
+                for (k, v) in data {
+                    row.insert(k, v);
+                }
+            }
+            Ok(Value::Object(row))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub(crate) fn open_sqlite(src: &Path) -> anyhow::Result<rusqlite::Connection> {
+    rusqlite::Connection::open_with_flags(src, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .with_context(|| format!("{}: cannot open as SQLite", src.display()))
+}
+
+/// The lines of a JSON-lines file, parsed; malformed ones are warnings, and a
+/// last line without its newline that does not parse is still being written.
+pub(crate) fn json_lines(src: &Path, import: &mut Import) -> anyhow::Result<Vec<(usize, Value)>> {
+    let bytes = std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let complete = text.ends_with('\n');
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(line) {
+            Ok(value) => out.push((i + 1, value)),
+            Err(_) if i + 1 == lines.len() && !complete => {}
+            Err(e) => import.warn(src, i + 1, format!("not JSON ({e}); skipped")),
+        }
+    }
+    Ok(out)
+}
+
+/// Text of a content value: a string, or the text of a list of blocks.
+pub(crate) fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|item| match item {
+                Value::String(s) => Some(s.clone()),
+                _ => item
+                    .get("text")
+                    .or_else(|| item.get("content"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// RFC 3339 of a Unix time in seconds or milliseconds.
+pub(crate) fn rfc3339(epoch: i64) -> String {
+    let (secs, millis) = if epoch > 100_000_000_000 {
+        (epoch / 1000, (epoch % 1000) as u32)
+    } else {
+        (epoch, 0)
+    };
+    chrono::DateTime::from_timestamp(secs, millis * 1_000_000)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".into())
+}
+
+/// Where `ctxlens SRC` keeps its imports: the user's cache directory.
+pub fn cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| {
+                let home = PathBuf::from(home);
+                if cfg!(target_os = "macos") {
+                    home.join("Library/Caches")
+                } else {
+                    home.join(".cache")
+                }
+            })
+        })
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("ctxlens")
+}
+
+/// The cached import of `src`: named after its path, size and modification
+/// time (of every file, for a folder), so a changed source imports again.
+pub fn cache_path(src: &Path) -> anyhow::Result<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let canonical = src
+        .canonicalize()
+        .with_context(|| format!("{}: no such file or directory", src.display()))?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    canonical.hash(&mut hasher);
+    stamp(&canonical, &mut hasher)?;
+    let stem = canonical
+        .file_stem()
+        .map_or("import".into(), |s| s.to_string_lossy().into_owned());
+    Ok(cache_dir().join(format!("{stem}-{:016x}.db", hasher.finish())))
+}
+
+fn stamp(path: &Path, hasher: &mut impl std::hash::Hasher) -> anyhow::Result<()> {
+    use std::hash::Hash;
+    let meta = std::fs::metadata(path)?;
+    meta.len().hash(hasher);
+    meta.modified().ok().hash(hasher);
+    if meta.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for entry in entries {
+            entry.hash(hasher);
+            stamp(&entry, hasher)?;
+        }
+    }
+    Ok(())
+}

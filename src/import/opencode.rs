@@ -1,0 +1,270 @@
+//! OpenCode: its JSON storage folder (`session/`, `message/<ses>/`,
+//! `part/<msg>/`) up to 1.1, or the SQLite `opencode.db` (tables session,
+//! message and part, each row's JSON in a `data` column) from 1.2.
+//!
+//! A tool part is one call and, once it completed, its result. An assistant
+//! message with `summary: true` is the summary of everything before the
+//! user message holding the `compaction` part it answers; a tool output with
+//! `time.compacted` is sent as a stub by every call after that time.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+
+use super::{Draft, EventExtra, Import, open_sqlite, rfc3339, sql_rows, text_of};
+use crate::model::{Kind, Usage};
+
+/// A session with its messages, each with its parts.
+struct Stored {
+    session: Value,
+    messages: Vec<(Value, Vec<Value>)>,
+}
+
+pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
+    let db = if src.is_dir() {
+        src.join("opencode.db")
+    } else {
+        src.to_path_buf()
+    };
+    let stored = if db.is_file() {
+        from_db(&db)?
+    } else {
+        let root = if src.join("storage").is_dir() {
+            src.join("storage")
+        } else {
+            src.to_path_buf()
+        };
+        from_folder(&root, import)?
+    };
+    for s in stored {
+        read_session(import, s, src);
+    }
+    Ok(())
+}
+
+fn json_files(dir: &Path, import: &mut Import) -> Vec<Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        if file.is_dir() {
+            out.extend(json_files(&file, import));
+        } else if file.extension().is_some_and(|x| x == "json") {
+            match std::fs::read(&file)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            {
+                Ok(value) => out.push(value),
+                Err(e) => import.warn(&file, 1, format!("not readable JSON ({e}); skipped")),
+            }
+        }
+    }
+    out
+}
+
+fn from_folder(root: &Path, import: &mut Import) -> anyhow::Result<Vec<Stored>> {
+    let sessions = json_files(&root.join("session"), import);
+    let mut out = Vec::new();
+    for session in sessions {
+        let id = session["id"].as_str().unwrap_or("").to_string();
+        let mut messages: Vec<(Value, Vec<Value>)> =
+            json_files(&root.join("message").join(&id), import)
+                .into_iter()
+                .map(|m| {
+                    let parts = json_files(
+                        &root.join("part").join(m["id"].as_str().unwrap_or("")),
+                        import,
+                    );
+                    (m, parts)
+                })
+                .collect();
+        sort(&mut messages);
+        out.push(Stored { session, messages });
+    }
+    Ok(out)
+}
+
+fn from_db(path: &Path) -> anyhow::Result<Vec<Stored>> {
+    let db = open_sqlite(path)?;
+    let rows = |sql: &str| {
+        sql_rows(&db, sql, &[])
+            .with_context(|| format!("{}: not OpenCode's schema", path.display()))
+    };
+    let sessions = rows("SELECT * FROM session")?;
+    let messages = rows("SELECT * FROM message")?;
+    let parts = rows("SELECT * FROM part")?;
+    let key = |v: &Value, a: &str, b: &str| {
+        v.get(a)
+            .or_else(|| v.get(b))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut out = Vec::new();
+    for session in sessions {
+        let id = key(&session, "id", "id");
+        let mut mine: Vec<(Value, Vec<Value>)> = messages
+            .iter()
+            .filter(|m| key(m, "sessionID", "session_id") == id)
+            .map(|m| {
+                let mid = key(m, "id", "id");
+                let mut own: Vec<Value> = parts
+                    .iter()
+                    .filter(|p| key(p, "messageID", "message_id") == mid)
+                    .cloned()
+                    .collect();
+                own.sort_by_key(|p| key(p, "id", "id"));
+                (m.clone(), own)
+            })
+            .collect();
+        sort(&mut mine);
+        out.push(Stored {
+            session,
+            messages: mine,
+        });
+    }
+    Ok(out)
+}
+
+fn sort(messages: &mut [(Value, Vec<Value>)]) {
+    messages.sort_by_key(|(m, _)| {
+        (
+            m["time"]["created"].as_i64().unwrap_or(0),
+            m["id"].as_str().unwrap_or("").to_string(),
+        )
+    });
+}
+
+fn read_session(import: &mut Import, stored: Stored, src: &Path) {
+    let s = &stored.session;
+    let id = s["id"].as_str().unwrap_or("opencode").to_string();
+    let created = rfc3339(s["time"]["created"].as_i64().unwrap_or(0));
+    let meta = json!({"source": "opencode", "file": src.display().to_string(), "directory": s["directory"]});
+    let draft = import.session(&id, &created, meta);
+    draft.session.title = s["title"].as_str().map(str::to_string);
+    let mut marker: Option<i64> = None;
+    let mut summary: Option<(usize, i64)> = None;
+    // Outputs cleared by prune: (position, time cleared).
+    let mut cleared: Vec<(i64, i64)> = Vec::new();
+    for (message, parts) in &stored.messages {
+        let ts = rfc3339(message["time"]["created"].as_i64().unwrap_or(0));
+        let role = message["role"].as_str().unwrap_or("user");
+        if role == "assistant" && message["summary"] == true {
+            let text = parts
+                .iter()
+                .filter(|p| p["type"] == "text")
+                .map(|p| text_of(&p["text"]))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let end = marker.unwrap_or(draft.last() + 1) - 1;
+            if end >= 1 {
+                let ix = draft.summary(1, end, text, &ts, Some("opencode compaction".into()));
+                summary = Some((ix, end));
+            }
+            continue;
+        }
+        let before = draft.last();
+        for part in parts {
+            part_events(draft, role, part, &ts, &mut marker, &mut cleared);
+        }
+        if role == "assistant" && before >= 1 {
+            let t = &message["tokens"];
+            let read = t["cache"]["read"].as_i64();
+            let write = t["cache"]["write"].as_i64();
+            let usage = Usage {
+                input_tokens: t["input"]
+                    .as_i64()
+                    .map(|i| i + read.unwrap_or(0) + write.unwrap_or(0)),
+                cache_read_tokens: read,
+                cache_write_tokens: write,
+                output_tokens: t["output"].as_i64(),
+            };
+            let model = message["modelID"].as_str().map(str::to_string);
+            let when = message["time"]["created"].as_i64().unwrap_or(0);
+            let call = draft.call(before, &ts, model, usage);
+            call.policy = Some(r#"{"preset":"opencode"}"#.into());
+            let mut evictions = Vec::new();
+            if let Some((ix, end)) = summary {
+                call.summary_id = Some(ix as i64);
+                evictions.extend(
+                    (1..=end)
+                        .map(|p| json!({"seq": p, "action": "summarized", "reducer": "summary"})),
+                );
+            }
+            for &(position, at) in &cleared {
+                if at <= when && position <= before && summary.is_none_or(|(_, end)| position > end)
+                {
+                    evictions
+                        .push(json!({"seq": position, "action": "stubbed", "reducer": "prune"}));
+                }
+            }
+            call.evictions = Value::Array(evictions).to_string();
+        }
+    }
+}
+
+fn part_events(
+    draft: &mut Draft,
+    role: &str,
+    part: &Value,
+    ts: &str,
+    marker: &mut Option<i64>,
+    cleared: &mut Vec<(i64, i64)>,
+) {
+    let text = || part["text"].as_str().unwrap_or("").to_string();
+    match part["type"].as_str().unwrap_or("") {
+        "text" => {
+            let kind = if role == "assistant" {
+                Kind::Assistant
+            } else {
+                Kind::User
+            };
+            let meta = (part["synthetic"] == true).then(|| json!({"synthetic": true}));
+            draft.push(kind, ts, text(), EventExtra::default().with_meta(meta));
+        }
+        "reasoning" => {
+            draft.push(Kind::Reasoning, ts, text(), EventExtra::default());
+        }
+        "compaction" => {
+            let meta = json!({"auto": part["auto"] == true});
+            *marker = Some(draft.push(
+                Kind::Compaction,
+                ts,
+                "What did we do so far?".into(),
+                EventExtra::meta(meta),
+            ));
+        }
+        "tool" => {
+            let call_id = part["callID"].as_str().unwrap_or("");
+            let tool = part["tool"].as_str().unwrap_or("tool");
+            let state = &part["state"];
+            draft.push(
+                Kind::ToolCall,
+                ts,
+                state["input"].to_string(),
+                EventExtra::tool(tool, call_id),
+            );
+            let output = match state["status"].as_str() {
+                Some("completed") => Some((text_of(&state["output"]), None)),
+                Some("error") => Some((text_of(&state["error"]), Some(json!({"is_error": true})))),
+                _ => None,
+            };
+            if let Some((output, meta)) = output {
+                let position = draft.push(
+                    Kind::ToolResult,
+                    ts,
+                    output,
+                    EventExtra::tool(tool, call_id).with_meta(meta),
+                );
+                if let Some(at) = state["time"]["compacted"].as_i64() {
+                    cleared.push((position, at));
+                }
+            }
+        }
+        "step-start" | "step-finish" | "snapshot" => {}
+        other => draft.unmapped(&format!("part:{other}")),
+    }
+}
