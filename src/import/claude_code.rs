@@ -14,11 +14,6 @@ use serde_json::{Value, json};
 use super::{Draft, EventExtra, Import, json_lines, text_of};
 use crate::model::{Kind, Usage};
 
-/// The policy recorded with every imported call: what Claude Code does, in
-/// ctxlens's words. Tool results stay whole; the context is compacted where
-/// the transcript says it was (a `compaction` event), into its summary.
-const POLICY: &str = r#"{"preset":"pipeline","budget":{"context_window":200000},"tool_results":{"keep_turns":1000000},"trigger":{"over_target":false,"on_request":true}}"#;
-
 pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
     let lines = json_lines(src, import)?;
     let (main, sides) = main_line(&lines);
@@ -193,10 +188,10 @@ fn read_session(
         .unwrap_or("1970-01-01T00:00:00Z")
         .to_string();
     let draft = import.session(id, &created, meta);
+    draft.policy = Some(super::COMPACT_AT_MARKER);
     let mut tools: HashMap<String, String> = HashMap::new();
     let mut calls: HashMap<String, usize> = HashMap::new();
     let mut compaction: Option<i64> = None;
-    let mut summary: Option<(usize, i64)> = None;
     let mut micro: Vec<String> = Vec::new();
     for line in lines {
         let ts = line
@@ -211,9 +206,7 @@ fn read_session(
                 let text = message.map_or(String::new(), |m| text_of(&m["content"]));
                 let end = compaction.unwrap_or(draft.last() + 1) - 1;
                 if end >= 1 {
-                    let ix =
-                        draft.summary(1, end, text, &ts, Some("claude-code compaction".into()));
-                    summary = Some((ix, end));
+                    draft.summary(end, text, &ts, Some("claude-code compaction".into()));
                 }
             }
             "user" => user(draft, message, &ts, line, &tools),
@@ -232,15 +225,7 @@ fn read_session(
                             .get("model")
                             .and_then(Value::as_str)
                             .map(str::to_string);
-                        let call = draft.call(before, &ts, model, usage);
-                        call.policy = Some(POLICY.into());
-                        if let Some((ix, end)) = summary {
-                            call.summary_id = Some(ix as i64);
-                            let covered: Vec<Value> = (1..=end)
-                                .map(|p| json!({"seq": p, "action": "summarized", "reducer": "summary"}))
-                                .collect();
-                            call.evictions = Value::Array(covered).to_string();
-                        }
+                        draft.call(before, &ts, model, usage);
                         if !micro.is_empty() {
                             add_micro_evictions(draft, &micro);
                         }

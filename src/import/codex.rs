@@ -48,6 +48,7 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
         .map(|(_, l)| text_of(&l["payload"]["content"]).trim().to_string())
         .collect();
     let draft = import.session(&id, &created, meta);
+    draft.policy = Some(super::COMPACT_AT_MARKER);
     if let Some(text) = meta_line.and_then(|p| p["base_instructions"]["text"].as_str()) {
         draft.push(
             Kind::System,
@@ -206,7 +207,7 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
                     None => describe_replacement(&payload["replacement_history"]),
                 };
                 if end >= 1 {
-                    draft.summary(1, end, text, &ts, Some("codex compaction".into()));
+                    draft.summary(end, text, &ts, Some("codex compaction".into()));
                 }
             }
             other => draft.unmapped(other),

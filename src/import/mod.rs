@@ -17,6 +17,11 @@ use serde_json::{Map, Value, json};
 use crate::log::Writer;
 use crate::model::{Event, Kind, ModelCall, Session, Summary, Usage};
 
+/// The policy recorded with the calls of tools that keep tool results whole
+/// and compact where their transcript says they did (a `compaction` event),
+/// into the summary they recorded: Claude Code and Codex, in ctxlens's words.
+pub const COMPACT_AT_MARKER: &str = r#"{"preset":"pipeline","budget":{"context_window":200000},"tool_results":{"keep_turns":1000000},"trigger":{"over_target":false,"on_request":true}}"#;
+
 /// The formats `ctxlens import` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -61,6 +66,10 @@ pub struct Draft {
     pub calls: Vec<ModelCall>,
     /// What the source held that has no place in the log, by kind.
     pub unmapped: Map<String, Value>,
+    /// The policy recorded with each call: the source tool's behaviour in ctxlens's words.
+    pub policy: Option<&'static str>,
+    /// The newest compaction: its summary (by position) and the last position it covers.
+    pub pivot: Option<(usize, i64)>,
     turn: i64,
     started: bool,
 }
@@ -228,6 +237,16 @@ impl Draft {
         model: Option<String>,
         usage: Usage,
     ) -> &mut ModelCall {
+        // After a compaction, the call was sent its summary in place of what it covers.
+        let (summary_id, evictions) = match self.pivot {
+            Some((ix, end)) => {
+                let covered: Vec<Value> = (self.first_dialogue()..=end)
+                    .map(|p| json!({"seq": p, "action": "summarized", "reducer": "summary"}))
+                    .collect();
+                (Some(ix as i64), Value::Array(covered).to_string())
+            }
+            None => (None, "[]".to_string()),
+        };
         self.calls.push(ModelCall {
             id: 0,
             session_id: self.session.id.clone(),
@@ -238,7 +257,9 @@ impl Draft {
             last_seq: last,
             ts: ts.to_string(),
             model,
-            evictions: "[]".into(),
+            policy: self.policy.map(str::to_string),
+            summary_id,
+            evictions,
             injections: "[]".into(),
             usage,
             ..ModelCall::default()
@@ -246,15 +267,17 @@ impl Draft {
         self.calls.last_mut().expect("just pushed")
     }
 
-    /// A summary of positions `from..=to`, as the next version.
-    pub fn summary(
-        &mut self,
-        from: i64,
-        to: i64,
-        content: String,
-        ts: &str,
-        by: Option<String>,
-    ) -> usize {
+    /// The position of the first event after the system prompt.
+    fn first_dialogue(&self) -> i64 {
+        let system = self.events.iter().take_while(|e| e.kind == Kind::System);
+        system.count() as i64 + 1
+    }
+
+    /// A summary of everything from the first event after the system prompt
+    /// to position `to`, as the next version: what a compaction replaced.
+    pub fn summary(&mut self, to: i64, content: String, ts: &str, by: Option<String>) -> usize {
+        let from = self.first_dialogue();
+        self.pivot = Some((self.summaries.len(), to));
         let version = self.summaries.len() as i64 + 1;
         self.summaries.push(Summary {
             id: 0,

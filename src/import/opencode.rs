@@ -145,8 +145,8 @@ fn read_session(import: &mut Import, stored: Stored, src: &Path) {
     let meta = json!({"source": "opencode", "file": src.display().to_string(), "directory": s["directory"]});
     let draft = import.session(&id, &created, meta);
     draft.session.title = s["title"].as_str().map(str::to_string);
+    draft.policy = Some(r#"{"preset":"opencode"}"#);
     let mut marker: Option<i64> = None;
-    let mut summary: Option<(usize, i64)> = None;
     // Outputs cleared by prune: (position, time cleared).
     let mut cleared: Vec<(i64, i64)> = Vec::new();
     for (message, parts) in &stored.messages {
@@ -161,8 +161,7 @@ fn read_session(import: &mut Import, stored: Stored, src: &Path) {
                 .join("\n");
             let end = marker.unwrap_or(draft.last() + 1) - 1;
             if end >= 1 {
-                let ix = draft.summary(1, end, text, &ts, Some("opencode compaction".into()));
-                summary = Some((ix, end));
+                draft.summary(end, text, &ts, Some("opencode compaction".into()));
             }
             continue;
         }
@@ -184,19 +183,12 @@ fn read_session(import: &mut Import, stored: Stored, src: &Path) {
             };
             let model = message["modelID"].as_str().map(str::to_string);
             let when = message["time"]["created"].as_i64().unwrap_or(0);
+            let pivot_end = draft.pivot.map_or(0, |(_, end)| end);
             let call = draft.call(before, &ts, model, usage);
-            call.policy = Some(r#"{"preset":"opencode"}"#.into());
-            let mut evictions = Vec::new();
-            if let Some((ix, end)) = summary {
-                call.summary_id = Some(ix as i64);
-                evictions.extend(
-                    (1..=end)
-                        .map(|p| json!({"seq": p, "action": "summarized", "reducer": "summary"})),
-                );
-            }
+            let mut evictions: Vec<Value> =
+                serde_json::from_str(&call.evictions).unwrap_or_default();
             for &(position, at) in &cleared {
-                if at <= when && position <= before && summary.is_none_or(|(_, end)| position > end)
-                {
+                if at <= when && position <= before && position > pivot_end {
                     evictions
                         .push(json!({"seq": position, "action": "stubbed", "reducer": "prune"}));
                 }
