@@ -196,3 +196,38 @@ fn follow_mode_shows_calls_as_a_running_agent_writes_them() {
     tmux.wait_for("call 76 (76/76)", true);
     tmux.keys(&["q"]);
 }
+
+#[test]
+fn a_transcript_opens_through_the_cache_and_is_followed_as_it_grows() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codex-compacted.jsonl");
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let src = dir.path().join("rollout.jsonl");
+    std::fs::write(&src, lines[..6].join("\n") + "\n").unwrap();
+    let cache = dir.path().join("cache");
+    let command = format!(
+        "XDG_CACHE_HOME={} {} {} --follow",
+        cache.display(),
+        env!("CARGO_BIN_EXE_ctxlens"),
+        src.display()
+    );
+    let Some(tmux) = Tmux::start("import", 140, 30, &command) else {
+        return;
+    };
+    let screen = tmux.wait_for("history · 4 events", true);
+    assert!(screen.contains("no model calls recorded"), "{screen}");
+    // The imported log is in the cache, not beside the transcript.
+    let cached: Vec<_> = std::fs::read_dir(cache.join("ctxlens")).unwrap().collect();
+    assert_eq!(cached.len(), 1);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+
+    // The agent writes on: its compaction and two calls appear.
+    let mut file = std::fs::OpenOptions::new().append(true).open(&src).unwrap();
+    std::io::Write::write_all(&mut file, (lines[6..].join("\n") + "\n").as_bytes()).unwrap();
+    let screen = tmux.wait_for("call 2 (2/2)", true);
+    assert!(screen.contains("summary v1"), "{screen}");
+    assert!(screen.contains("history · 6 events"), "{screen}");
+    tmux.keys(&["q"]);
+}
