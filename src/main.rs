@@ -100,8 +100,9 @@ enum Command {
     /// Write the summaries the policy needs and the log lacks, made by COMMAND.
     ///
     /// For each span a call needs summarized, COMMAND (run by `sh -c`) gets the span's
-    /// transcript, tool outputs cut to their last 40 lines, with seed 004's summarizer prompts,
-    /// on stdin, and prints the summary. This is the one command that writes to an existing
+    /// transcript after pre-trim (tool outputs cut to their last lines, the oldest items left
+    /// out to fit the summarizer's window), with seed 004's summarizer prompts, on stdin, and
+    /// prints the summary. This is the one command that writes to an existing
     /// log: it adds each summary as a new version, dated at the first call that needed it.
     /// A failing or silent command is an error naming the span, and nothing is written.
     Summarize {
