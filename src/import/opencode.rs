@@ -7,6 +7,7 @@
 //! user message holding the `compaction` part it answers; a tool output with
 //! `time.compacted` is sent as a stub by every call after that time.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -69,15 +70,17 @@ fn from_folder(root: &Path, import: &mut Import) -> anyhow::Result<Vec<Stored>> 
     let sessions = json_files(&root.join("session"), import);
     let mut out = Vec::new();
     for session in sessions {
-        let id = session["id"].as_str().unwrap_or("").to_string();
+        let Some(id) = session["id"].as_str().filter(|id| !id.is_empty()) else {
+            continue;
+        };
         let mut messages: Vec<(Value, Vec<Value>)> =
-            json_files(&root.join("message").join(&id), import)
+            json_files(&root.join("message").join(id), import)
                 .into_iter()
                 .map(|m| {
-                    let parts = json_files(
-                        &root.join("part").join(m["id"].as_str().unwrap_or("")),
-                        import,
-                    );
+                    let parts = match m["id"].as_str().filter(|id| !id.is_empty()) {
+                        Some(id) => json_files(&root.join("part").join(id), import),
+                        None => Vec::new(),
+                    };
                     (m, parts)
                 })
                 .collect();
@@ -103,23 +106,29 @@ fn from_db(path: &Path) -> anyhow::Result<Vec<Stored>> {
             .unwrap_or("")
             .to_string()
     };
+    let mut parts_of: HashMap<String, Vec<Value>> = HashMap::new();
+    for part in parts {
+        parts_of
+            .entry(key(&part, "messageID", "message_id"))
+            .or_default()
+            .push(part);
+    }
+    let mut messages_of: HashMap<String, Vec<(Value, Vec<Value>)>> = HashMap::new();
+    for message in messages {
+        let mut own = parts_of
+            .remove(&key(&message, "id", "id"))
+            .unwrap_or_default();
+        own.sort_by_key(|p| key(p, "id", "id"));
+        messages_of
+            .entry(key(&message, "sessionID", "session_id"))
+            .or_default()
+            .push((message, own));
+    }
     let mut out = Vec::new();
     for session in sessions {
-        let id = key(&session, "id", "id");
-        let mut mine: Vec<(Value, Vec<Value>)> = messages
-            .iter()
-            .filter(|m| key(m, "sessionID", "session_id") == id)
-            .map(|m| {
-                let mid = key(m, "id", "id");
-                let mut own: Vec<Value> = parts
-                    .iter()
-                    .filter(|p| key(p, "messageID", "message_id") == mid)
-                    .cloned()
-                    .collect();
-                own.sort_by_key(|p| key(p, "id", "id"));
-                (m.clone(), own)
-            })
-            .collect();
+        let mut mine = messages_of
+            .remove(&key(&session, "id", "id"))
+            .unwrap_or_default();
         sort(&mut mine);
         out.push(Stored {
             session,
