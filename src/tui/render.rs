@@ -11,6 +11,8 @@
 //! └ footer: keys, prompt, status ───────────────────────────────────────────┘
 //! ```
 
+use std::path::Path;
+
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
@@ -306,6 +308,13 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 .unwrap_or_else(|| "no model calls recorded: showing the history only".into());
             second.push(Span::styled(format!(" {why}"), theme.fg(Color::Yellow)));
         }
+    }
+    // A long path gives way to its file name before the call and policy do.
+    let width: usize = first.iter().map(|s| s.content.chars().count()).sum();
+    if width > area.width as usize
+        && let Some(name) = Path::new(&app.path).file_name()
+    {
+        first[0].content = format!(" {} ", name.to_string_lossy()).into();
     }
     let block = Block::default().borders(Borders::BOTTOM);
     frame.render_widget(
