@@ -64,7 +64,8 @@ fn the_inspector_follows_calls_as_another_process_writes_them() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut announced = 0;
     let mut seen_calls = app.calls.len();
-    while app.calls.len() < 76 {
+    // The whole sample: its last call, and the answer written after it.
+    while app.calls.len() < 76 || app.session().events.len() < 243 {
         assert!(
             Instant::now() < deadline,
             "stuck at {} calls",
