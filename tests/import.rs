@@ -696,3 +696,33 @@ fn ctxlens_src_imports_into_the_cache_once_and_names_bad_input() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_wrong_format_or_a_missing_source_is_one_line_naming_the_file() {
+    let dir = TempDir::new().unwrap();
+    let out = dir.path().join("out.db");
+    let opencode = fixture("opencode");
+    let codex = fixture("codex-compacted.jsonl");
+    let cases: [(&str, &Path); 5] = [
+        ("codex", &opencode),
+        ("llm", &codex),
+        ("openai-responses", &codex),
+        ("claude-code", &codex),
+        ("anthropic", Path::new("/no/such/file.json")),
+    ];
+    for (format, src) in cases {
+        let output = ctxlens()
+            .args(["import", format])
+            .arg(src)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{format} {}", src.display());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        let name = src.file_name().unwrap().to_string_lossy();
+        assert!(stderr.contains(name.as_ref()), "{stderr}");
+        assert!(!out.exists(), "nothing written");
+    }
+}

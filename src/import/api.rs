@@ -56,7 +56,8 @@ pub fn detect(value: &Value) -> anyhow::Result<Format> {
 }
 
 pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<()> {
-    let value: Value = serde_json::from_slice(&std::fs::read(src)?)
+    let bytes = std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
+    let value: Value = serde_json::from_slice(&bytes)
         .with_context(|| format!("{}: not valid JSON", src.display()))?;
     let id = src
         .file_stem()

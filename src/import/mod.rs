@@ -335,6 +335,13 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
     if !src.exists() {
         bail!("{}: no such file or directory", src.display());
     }
+    if src.is_dir() && format != Format::Opencode {
+        bail!(
+            "{}: a folder; {} reads a file",
+            src.display(),
+            format.name()
+        );
+    }
     let mut import = Import::default();
     match format {
         Format::ClaudeCode => claude_code::read(src, &mut import)?,
@@ -345,7 +352,7 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
             api::read(format, src, &mut import)?
         }
     }
-    if import.sessions.is_empty() {
+    if import.sessions.iter().all(|s| s.events.is_empty()) {
         bail!(
             "{}: no {} session found in it",
             src.display(),
@@ -433,11 +440,11 @@ fn read_head(src: &Path) -> anyhow::Result<Vec<u8>> {
 /// The tables of a SQLite file, opened read-only.
 pub(crate) fn sqlite_tables(src: &Path) -> anyhow::Result<Vec<String>> {
     let db = open_sqlite(src)?;
-    let mut stmt = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
-    let names = stmt
-        .query_map([], |row| row.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(names)
+    let tables = || -> rusqlite::Result<Vec<String>> {
+        let mut stmt = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
+        stmt.query_map([], |row| row.get::<_, String>(0))?.collect()
+    };
+    tables().with_context(|| format!("{}: not a readable SQLite file", src.display()))
 }
 
 /// The rows `sql` gives, each a JSON object by column name (text that is a
