@@ -267,6 +267,12 @@ fn read_session(
                 Some(other) => draft.unmapped(&format!("system:{other}")),
                 None => draft.unmapped("system"),
             },
+            // Older versions name the session in a `summary` line (not a compaction).
+            "summary" => {
+                if let Some(text) = line.get("summary").and_then(Value::as_str) {
+                    draft.session.title = Some(text.chars().take(80).collect());
+                }
+            }
             other => draft.unmapped(if other.is_empty() {
                 "untyped line"
             } else {
@@ -319,6 +325,8 @@ fn user(
             );
         }
         Value::Array(blocks) => {
+            let from = draft.last();
+            let mut kept = Vec::new();
             for block in blocks {
                 match block.get("type").and_then(Value::as_str) {
                     Some("tool_result") => {
@@ -338,10 +346,19 @@ fn user(
                             EventExtra::default().with_meta(meta.clone()),
                         );
                     }
-                    Some(other) => draft.unmapped(&format!("user block:{other}")),
-                    None => draft.unmapped("user block"),
+                    _ if block.is_string() => {
+                        let text = text_of(block);
+                        draft.push(
+                            Kind::User,
+                            ts,
+                            text,
+                            EventExtra::default().with_meta(meta.clone()),
+                        );
+                    }
+                    _ => kept.push(block.clone()),
                 }
             }
+            draft.keep(from, Kind::User, ts, kept);
         }
         _ => draft.unmapped("user content"),
     }
@@ -351,6 +368,8 @@ fn assistant(draft: &mut Draft, message: &Value, ts: &str, tools: &mut HashMap<S
     let Some(blocks) = message.get("content").and_then(Value::as_array) else {
         return;
     };
+    let from = draft.last();
+    let mut kept = Vec::new();
     for block in blocks {
         match block.get("type").and_then(Value::as_str) {
             Some("text") => {
@@ -381,10 +400,10 @@ fn assistant(draft: &mut Draft, message: &Value, ts: &str, tools: &mut HashMap<S
                     EventExtra::tool(name, id),
                 );
             }
-            Some(other) => draft.unmapped(&format!("assistant block:{other}")),
-            None => draft.unmapped("assistant block"),
+            _ => kept.push(block.clone()),
         }
     }
+    draft.keep(from, Kind::Assistant, ts, kept);
 }
 
 /// Anthropic usage: input excludes the cache, so the call's input is all three.

@@ -148,9 +148,10 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
                         );
                         false
                     }
-                    other => {
-                        draft.unmapped(&format!("response_item:{other}"));
-                        false
+                    // A web search and the like: kept in meta, as the assistant's.
+                    _ => {
+                        draft.keep(before, Kind::Assistant, &ts, vec![payload.clone()]);
+                        true
                     }
                 };
                 if agent && response_from.is_none() {

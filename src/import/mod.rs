@@ -293,10 +293,60 @@ impl Draft {
         self.summaries.len() - 1
     }
 
+    /// Keeps items of a message the log has no kind for (an image, a file, a
+    /// web search) in the meta of the newest event the message made after
+    /// position `from`, or, when it made none, in an event of `kind` that
+    /// names them. Large `data` fields (base64 media) are left out.
+    pub fn keep(&mut self, from: i64, kind: Kind, ts: &str, items: Vec<Value>) {
+        if items.is_empty() {
+            return;
+        }
+        let items: Vec<Value> = items.into_iter().map(without_data).collect();
+        if self.last() > from {
+            let event = self.events.last_mut().expect("an event after `from`");
+            let mut meta: Map<String, Value> = event
+                .meta
+                .as_deref()
+                .and_then(|m| serde_json::from_str(m).ok())
+                .unwrap_or_default();
+            meta.insert("unmapped".into(), Value::Array(items));
+            event.meta = Some(Value::Object(meta).to_string());
+            return;
+        }
+        let names: Vec<&str> = items
+            .iter()
+            .map(|i| i["type"].as_str().unwrap_or("item"))
+            .collect();
+        let content = format!("[{}]", names.join(", "));
+        self.push(
+            kind,
+            ts,
+            content,
+            EventExtra::meta(json!({"unmapped": items})),
+        );
+    }
+
     /// Counts something the log has no place for.
     pub fn unmapped(&mut self, what: &str) {
         let n = self.unmapped.get(what).and_then(Value::as_u64).unwrap_or(0);
         self.unmapped.insert(what.to_string(), json!(n + 1));
+    }
+}
+
+/// A JSON value without its `data` fields (base64 media), which say
+/// nothing a reader of the log needs and would make it huge.
+fn without_data(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| match k.as_str() {
+                    "data" if v.as_str().is_some_and(|d| d.len() > 256) => (k, json!("[left out]")),
+                    _ => (k, without_data(v)),
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(without_data).collect()),
+        other => other,
     }
 }
 

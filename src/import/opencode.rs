@@ -176,7 +176,7 @@ fn read_session(import: &mut Import, stored: Stored, src: &Path) {
         }
         let before = draft.last();
         for part in parts {
-            part_events(draft, role, part, &ts, &mut marker, &mut cleared);
+            part_events(draft, role, part, &ts, before, &mut marker, &mut cleared);
         }
         if role == "assistant" && before >= 1 {
             let t = &message["tokens"];
@@ -212,6 +212,7 @@ fn part_events(
     role: &str,
     part: &Value,
     ts: &str,
+    from: i64,
     marker: &mut Option<i64>,
     cleared: &mut Vec<(i64, i64)>,
 ) {
@@ -266,6 +267,14 @@ fn part_events(
             }
         }
         "step-start" | "step-finish" | "snapshot" => {}
-        other => draft.unmapped(&format!("part:{other}")),
+        // A file, a patch, an agent part: kept in the meta of the message's event.
+        _ => {
+            let kind = if role == "assistant" {
+                Kind::Assistant
+            } else {
+                Kind::User
+            };
+            draft.keep(from, kind, ts, vec![part.clone()]);
+        }
     }
 }
