@@ -453,7 +453,10 @@ fn opencode_storage_imports_with_its_summary_and_pruned_outputs() {
         .find(|e| e.content == "Fixed: the loop now runs to the end.")
         .unwrap();
     let meta = fixed.meta.as_deref().unwrap();
-    assert!(meta.contains("file:///work/p/src/parse.rs"), "kept in meta: {meta}");
+    assert!(
+        meta.contains("file:///work/p/src/parse.rs"),
+        "kept in meta: {meta}"
+    );
     // The same storage as opencode.db (1.2) imports the same.
     let db = dir.path().join("opencode.db");
     let conn = rusqlite::Connection::open(&db).unwrap();
