@@ -427,7 +427,9 @@ fn opencode_usable_is_input_limit_or_the_window_less_the_output_reserve() {
         all.extend(sets);
         project(&b.log, &policy(&all), call).budget.usable
     };
+    // Unset, the model's output limit is budget.output_reserve (32,000 by default), capped at 20,000.
     assert_eq!(usable(&[]), 80_000);
+    assert_eq!(usable(&["budget.output_reserve=5000"]), 95_000);
     assert_eq!(usable(&["opencode.output_limit=8000"]), 92_000);
     assert_eq!(usable(&["opencode.output_limit=64000"]), 80_000);
     assert_eq!(usable(&["budget.input_limit=50000"]), 50_000);

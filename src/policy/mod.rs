@@ -331,14 +331,16 @@ impl Policy {
 
     /// The usable and target budgets (CONTRACT.md §3 and issue 3's formula).
     /// The opencode preset has its own (seed 004): its output reserve is
-    /// min(output_limit, output_cap), and it compacts only past usable itself.
+    /// min(the model's output limit, output_cap), the limit being
+    /// `opencode.output_limit`, or `budget.output_reserve` while that is 0;
+    /// and it compacts only past usable itself.
     pub fn budget(&self) -> Budget {
         let b = &self.budget;
         let opencode = self.preset == Preset::Opencode;
         let reserve = if opencode {
             let o = &self.opencode;
             match o.output_limit {
-                0 => o.output_cap,
+                0 => b.output_reserve.min(o.output_cap),
                 limit => limit.min(o.output_cap),
             }
         } else {
