@@ -216,8 +216,8 @@ fn a_transcript_opens_through_the_cache_and_is_followed_as_it_grows() {
     let Some(tmux) = Tmux::start("import", 140, 30, &command) else {
         return;
     };
-    let screen = tmux.wait_for("history · 4 events", true);
-    assert!(screen.contains("no model calls recorded"), "{screen}");
+    let screen = tmux.wait_for("no model calls recorded", true);
+    assert!(screen.contains("history · 4 events"), "{screen}");
     // The imported log is in the cache, not beside the transcript.
     let cached: Vec<_> = std::fs::read_dir(cache.join("ctxlens")).unwrap().collect();
     assert_eq!(cached.len(), 1);
