@@ -226,8 +226,8 @@ fn a_transcript_opens_through_the_cache_and_is_followed_as_it_grows() {
     // The agent writes on: its compaction and two calls appear.
     let mut file = std::fs::OpenOptions::new().append(true).open(&src).unwrap();
     std::io::Write::write_all(&mut file, (lines[6..].join("\n") + "\n").as_bytes()).unwrap();
-    let screen = tmux.wait_for("call 2 (2/2)", true);
-    assert!(screen.contains("summary v1"), "{screen}");
+    let screen = tmux.wait_for("summary v1 · ", true);
+    assert!(screen.contains("call 2 (2/2)"), "{screen}");
     assert!(screen.contains("history · 6 events"), "{screen}");
     tmux.keys(&["q"]);
 }
