@@ -620,6 +620,11 @@ pub fn cache_path(src: &Path) -> anyhow::Result<PathBuf> {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     canonical.hash(&mut hasher);
     stamp(&canonical, &mut hasher)?;
+    // A Claude Code session's subagents sit in a folder named after it.
+    let beside = canonical.with_extension("");
+    if canonical.is_file() && beside.is_dir() {
+        stamp(&beside, &mut hasher)?;
+    }
     let stem = canonical
         .file_stem()
         .map_or("import".into(), |s| s.to_string_lossy().into_owned());
