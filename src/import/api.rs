@@ -3,7 +3,6 @@
 //! body with `messages` / `input`, or a recording of requests and responses
 //! (`[{request, response}]`), whose requests become model calls.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
@@ -173,11 +172,10 @@ fn usage_of(format: Format, u: &Value) -> Usage {
     }
 }
 
-/// Turns items into events, remembering tool names and, per item, the
-/// position of the last event it made.
+/// Turns items into events, remembering per item the position of the last
+/// event it made.
 struct Converter {
     format: Format,
-    tools: HashMap<String, String>,
     positions: Vec<i64>,
 }
 
@@ -185,7 +183,6 @@ impl Converter {
     fn new(format: Format) -> Converter {
         Converter {
             format,
-            tools: HashMap::new(),
             positions: Vec::new(),
         }
     }
@@ -205,42 +202,17 @@ impl Converter {
             Some("function_call") => {
                 let id = item["call_id"].as_str().unwrap_or("");
                 let name = item["name"].as_str().unwrap_or("tool");
-                self.tools.insert(id.into(), name.into());
                 let args = item["arguments"]
                     .as_str()
                     .map_or_else(|| item["arguments"].to_string(), str::to_string);
-                draft.push(Kind::ToolCall, ts, args, EventExtra::tool(name, id));
+                draft.tool_call(ts, name, id, args);
             }
             Some("function_call_output") => {
                 let id = item["call_id"].as_str().unwrap_or("");
-                let name = self
-                    .tools
-                    .get(id)
-                    .map_or("tool", String::as_str)
-                    .to_string();
-                draft.push(
-                    Kind::ToolResult,
-                    ts,
-                    text_of(&item["output"]),
-                    EventExtra::tool(&name, id),
-                );
+                draft.tool_result(ts, None, id, text_of(&item["output"]), None);
             }
             Some("reasoning") => {
-                let text = text_of(&item["summary"]);
-                let (text, meta) = if text.is_empty() {
-                    (
-                        "[encrypted reasoning]".to_string(),
-                        Some(json!({"encrypted": true})),
-                    )
-                } else {
-                    (text, None)
-                };
-                draft.push(
-                    Kind::Reasoning,
-                    ts,
-                    text,
-                    EventExtra::default().with_meta(meta),
-                );
+                draft.reasoning(ts, text_of(&item["summary"]), true);
             }
             _ => self.message(draft, item, ts),
         }
@@ -248,33 +220,19 @@ impl Converter {
     }
 
     fn message(&mut self, draft: &mut Draft, m: &Value, ts: &str) {
-        let role = m["role"].as_str().unwrap_or("user");
-        let kind = match role {
+        let kind = match m["role"].as_str().unwrap_or("user") {
             "system" | "developer" => Kind::System,
             "assistant" => Kind::Assistant,
-            "tool" => Kind::ToolResult,
+            "tool" => {
+                let id = m["tool_call_id"].as_str().unwrap_or("");
+                draft.tool_result(ts, None, id, text_of(&m["content"]), None);
+                return;
+            }
             _ => Kind::User,
         };
-        if kind == Kind::ToolResult {
-            let id = m["tool_call_id"].as_str().unwrap_or("");
-            let name = self
-                .tools
-                .get(id)
-                .map_or("tool", String::as_str)
-                .to_string();
-            draft.push(
-                kind,
-                ts,
-                text_of(&m["content"]),
-                EventExtra::tool(&name, id),
-            );
-            return;
-        }
         match &m["content"] {
             Value::Array(blocks) if self.format == Format::Anthropic => {
-                for block in blocks {
-                    self.block(draft, kind, block, ts);
-                }
+                draft.blocks(kind, ts, blocks, None);
             }
             content => {
                 let text = text_of(content);
@@ -286,49 +244,11 @@ impl Converter {
         for call in m["tool_calls"].as_array().into_iter().flatten() {
             let id = call["id"].as_str().unwrap_or("");
             let name = call["function"]["name"].as_str().unwrap_or("tool");
-            self.tools.insert(id.into(), name.into());
             let args = call["function"]["arguments"]
                 .as_str()
                 .unwrap_or("{}")
                 .to_string();
-            draft.push(Kind::ToolCall, ts, args, EventExtra::tool(name, id));
-        }
-    }
-
-    /// One Anthropic content block.
-    fn block(&mut self, draft: &mut Draft, kind: Kind, block: &Value, ts: &str) {
-        match block["type"].as_str().unwrap_or("text") {
-            "text" => {
-                let text = block["text"].as_str().unwrap_or("").to_string();
-                draft.push(kind, ts, text, EventExtra::default());
-            }
-            "thinking" => {
-                let text = block["thinking"].as_str().unwrap_or("").to_string();
-                draft.push(Kind::Reasoning, ts, text, EventExtra::default());
-            }
-            "tool_use" => {
-                let id = block["id"].as_str().unwrap_or("");
-                let name = block["name"].as_str().unwrap_or("tool");
-                self.tools.insert(id.into(), name.into());
-                draft.push(
-                    Kind::ToolCall,
-                    ts,
-                    block["input"].to_string(),
-                    EventExtra::tool(name, id),
-                );
-            }
-            "tool_result" => {
-                let id = block["tool_use_id"].as_str().unwrap_or("");
-                let name = self
-                    .tools
-                    .get(id)
-                    .map_or("tool", String::as_str)
-                    .to_string();
-                let meta = (block["is_error"] == true).then(|| json!({"is_error": true}));
-                let extra = EventExtra::tool(&name, id).with_meta(meta);
-                draft.push(Kind::ToolResult, ts, text_of(&block["content"]), extra);
-            }
-            other => draft.unmapped(&format!("block:{other}")),
+            draft.tool_call(ts, name, id, args);
         }
     }
 }

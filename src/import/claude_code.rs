@@ -189,7 +189,6 @@ fn read_session(
         .to_string();
     let draft = import.session(id, &created, meta);
     draft.policy = Some(super::COMPACT_AT_MARKER);
-    let mut tools: HashMap<String, String> = HashMap::new();
     let mut calls: HashMap<String, usize> = HashMap::new();
     let mut compaction: Option<i64> = None;
     let mut micro: Vec<String> = Vec::new();
@@ -209,11 +208,11 @@ fn read_session(
                     draft.summary(end, text, &ts, Some("claude-code compaction".into()));
                 }
             }
-            "user" => user(draft, message, &ts, line, &tools),
+            "user" => user(draft, message, &ts, line),
             "assistant" => {
                 let Some(message) = message else { continue };
                 let before = draft.last();
-                assistant(draft, message, &ts, &mut tools);
+                assistant(draft, message, &ts);
                 let Some(msg_id) = message.get("id").and_then(Value::as_str) else {
                     continue;
                 };
@@ -303,13 +302,7 @@ fn add_micro_evictions(draft: &mut Draft, ids: &[String]) {
     }
 }
 
-fn user(
-    draft: &mut Draft,
-    message: Option<&Value>,
-    ts: &str,
-    line: &Value,
-    tools: &HashMap<String, String>,
-) {
+fn user(draft: &mut Draft, message: Option<&Value>, ts: &str, line: &Value) {
     let Some(content) = message.map(|m| &m["content"]) else {
         return;
     };
@@ -317,93 +310,18 @@ fn user(
         .then(|| json!({"synthetic": true}));
     match content {
         Value::String(text) => {
-            draft.push(
-                Kind::User,
-                ts,
-                text.clone(),
-                EventExtra::default().with_meta(meta),
-            );
+            let extra = EventExtra::default().with_meta(meta);
+            draft.push(Kind::User, ts, text.clone(), extra);
         }
-        Value::Array(blocks) => {
-            let from = draft.last();
-            let mut kept = Vec::new();
-            for block in blocks {
-                match block.get("type").and_then(Value::as_str) {
-                    Some("tool_result") => {
-                        let id = block["tool_use_id"].as_str().unwrap_or("");
-                        let tool = tools.get(id).map_or("tool", String::as_str);
-                        let is_error = block.get("is_error").and_then(Value::as_bool) == Some(true);
-                        let extra = EventExtra::tool(tool, id)
-                            .with_meta(is_error.then(|| json!({"is_error": true})));
-                        draft.push(Kind::ToolResult, ts, text_of(&block["content"]), extra);
-                    }
-                    Some("text") => {
-                        let text = block["text"].as_str().unwrap_or("").to_string();
-                        draft.push(
-                            Kind::User,
-                            ts,
-                            text,
-                            EventExtra::default().with_meta(meta.clone()),
-                        );
-                    }
-                    _ if block.is_string() => {
-                        let text = text_of(block);
-                        draft.push(
-                            Kind::User,
-                            ts,
-                            text,
-                            EventExtra::default().with_meta(meta.clone()),
-                        );
-                    }
-                    _ => kept.push(block.clone()),
-                }
-            }
-            draft.keep(from, Kind::User, ts, kept);
-        }
+        Value::Array(blocks) => draft.blocks(Kind::User, ts, blocks, meta),
         _ => draft.unmapped("user content"),
     }
 }
 
-fn assistant(draft: &mut Draft, message: &Value, ts: &str, tools: &mut HashMap<String, String>) {
-    let Some(blocks) = message.get("content").and_then(Value::as_array) else {
-        return;
-    };
-    let from = draft.last();
-    let mut kept = Vec::new();
-    for block in blocks {
-        match block.get("type").and_then(Value::as_str) {
-            Some("text") => {
-                let text = block["text"].as_str().unwrap_or("").to_string();
-                draft.push(Kind::Assistant, ts, text, EventExtra::default());
-            }
-            Some("thinking") => {
-                let text = block["thinking"].as_str().unwrap_or("").to_string();
-                draft.push(Kind::Reasoning, ts, text, EventExtra::default());
-            }
-            Some("redacted_thinking") => {
-                let meta = json!({"redacted": true});
-                draft.push(
-                    Kind::Reasoning,
-                    ts,
-                    "[redacted thinking]".into(),
-                    EventExtra::meta(meta),
-                );
-            }
-            Some("tool_use") => {
-                let id = block["id"].as_str().unwrap_or("");
-                let name = block["name"].as_str().unwrap_or("tool");
-                tools.insert(id.to_string(), name.to_string());
-                draft.push(
-                    Kind::ToolCall,
-                    ts,
-                    block["input"].to_string(),
-                    EventExtra::tool(name, id),
-                );
-            }
-            _ => kept.push(block.clone()),
-        }
+fn assistant(draft: &mut Draft, message: &Value, ts: &str) {
+    if let Some(blocks) = message.get("content").and_then(Value::as_array) {
+        draft.blocks(Kind::Assistant, ts, blocks, None);
     }
-    draft.keep(from, Kind::Assistant, ts, kept);
 }
 
 /// Anthropic usage: input excludes the cache, so the call's input is all three.

@@ -5,7 +5,7 @@
 //! `token_count`, which becomes the model call of the items before it. A
 //! `compacted` line is a compaction event and a summary of what came before.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 
 use serde_json::{Value, json};
@@ -57,7 +57,6 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
             EventExtra::default(),
         );
     }
-    let mut tools: HashMap<String, String> = HashMap::new();
     let mut model: Option<String> = None;
     // Where the items answering the next token_count began.
     let mut response_from: Option<(i64, String)> = None;
@@ -96,20 +95,7 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
                         let encrypted = payload
                             .get("encrypted_content")
                             .is_some_and(|e| !e.is_null());
-                        let (text, meta) = if text.is_empty() && encrypted {
-                            (
-                                "[encrypted reasoning]".to_string(),
-                                Some(json!({"encrypted": true})),
-                            )
-                        } else {
-                            (text, None)
-                        };
-                        draft.push(
-                            Kind::Reasoning,
-                            &ts,
-                            text,
-                            EventExtra::default().with_meta(meta),
-                        );
+                        draft.reasoning(&ts, text, encrypted);
                         true
                     }
                     "function_call" | "custom_tool_call" | "local_shell_call" => {
@@ -120,18 +106,13 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
                             (Value::Null, Value::Null) => payload["action"].to_string(),
                             (Value::Null, other) | (other, _) => other.to_string(),
                         };
-                        tools.insert(call_id.to_string(), name.to_string());
-                        draft.push(Kind::ToolCall, &ts, args, EventExtra::tool(name, call_id));
+                        draft.tool_call(&ts, name, call_id, args);
                         true
                     }
                     "function_call_output"
                     | "custom_tool_call_output"
                     | "local_shell_call_output" => {
                         let call_id = payload["call_id"].as_str().unwrap_or("");
-                        let tool = tools
-                            .get(call_id)
-                            .map_or("tool", String::as_str)
-                            .to_string();
                         let output = match &payload["output"] {
                             Value::String(s) => s.clone(),
                             Value::Object(o) => o
@@ -140,12 +121,7 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
                                 .map_or_else(|| payload["output"].to_string(), text_of),
                             other => text_of(other),
                         };
-                        draft.push(
-                            Kind::ToolResult,
-                            &ts,
-                            output,
-                            EventExtra::tool(&tool, call_id),
-                        );
+                        draft.tool_result(&ts, None, call_id, output, None);
                         false
                     }
                     // A web search and the like: kept in meta, as the assistant's.

@@ -92,12 +92,7 @@ fn read_responses(
         for result in results.get(&id).into_iter().flatten() {
             let (tool, call_id) = tool_of(result);
             let output = text(result, "output").unwrap_or_default();
-            draft.push(
-                Kind::ToolResult,
-                &ts,
-                output,
-                EventExtra::tool(&tool, &call_id),
-            );
+            draft.tool_result(&ts, Some(&tool), &call_id, output, None);
         }
         if let Some(prompt) = text(&row, "prompt").filter(|p| !p.is_empty()) {
             draft.push(Kind::User, &ts, prompt, EventExtra::default());
@@ -111,7 +106,7 @@ fn read_responses(
         for call in calls.get(&id).into_iter().flatten() {
             let (tool, call_id) = tool_of(call);
             let args = text(call, "arguments").unwrap_or_else(|| "{}".into());
-            draft.push(Kind::ToolCall, &ts, args, EventExtra::tool(&tool, &call_id));
+            draft.tool_call(&ts, &tool, &call_id, args);
         }
     }
     Ok(())
@@ -150,7 +145,6 @@ fn read_threads(db: &Connection, src: &Path, import: &mut Import) -> anyhow::Res
         }
         chain.reverse();
         let mut end_of: HashMap<String, i64> = HashMap::new();
-        let mut tools: HashMap<String, String> = HashMap::new();
         for message in &chain {
             let hash = text(message, "hash").unwrap_or_default();
             let role = text(message, "role").unwrap_or_else(|| "user".into());
@@ -160,7 +154,7 @@ fn read_threads(db: &Connection, src: &Path, import: &mut Import) -> anyhow::Res
                 &[&hash],
             )?;
             for part in &parts {
-                push_part(draft, part, &role, &ts, &mut tools);
+                push_part(draft, part, &role, &ts);
             }
             end_of.insert(hash, draft.last());
         }
@@ -183,13 +177,7 @@ fn read_threads(db: &Connection, src: &Path, import: &mut Import) -> anyhow::Res
 }
 
 /// One part as an event: a tool call or result, reasoning, or text by role.
-fn push_part(
-    draft: &mut Draft,
-    part: &Value,
-    role: &str,
-    ts: &str,
-    tools: &mut HashMap<String, String>,
-) {
+fn push_part(draft: &mut Draft, part: &Value, role: &str, ts: &str) {
     let kind = text(part, "type").unwrap_or_default().to_lowercase();
     let payload: Value = part["payload"]
         .as_str()
@@ -204,28 +192,19 @@ fn push_part(
     let tool = text(part, "tool_name").or_else(|| text(&payload, "name"));
     if kind.contains("call") {
         let name = tool.unwrap_or_else(|| "tool".into());
-        tools.insert(call_id.clone(), name.clone());
         let args = match &payload["arguments"] {
             Value::Null => body,
             Value::String(a) => a.clone(),
             other => other.to_string(),
         };
-        draft.push(Kind::ToolCall, ts, args, EventExtra::tool(&name, &call_id));
+        draft.tool_call(ts, &name, &call_id, args);
     } else if kind.contains("result") || role == "tool" {
-        let name = tool
-            .or_else(|| tools.get(&call_id).cloned())
-            .unwrap_or_else(|| "tool".into());
         let output = if body.is_empty() {
             text(&payload, "output").unwrap_or_default()
         } else {
             body
         };
-        draft.push(
-            Kind::ToolResult,
-            ts,
-            output,
-            EventExtra::tool(&name, &call_id),
-        );
+        draft.tool_result(ts, tool.as_deref(), &call_id, output, None);
     } else if kind.contains("reason") || kind.contains("think") {
         draft.push(Kind::Reasoning, ts, body, EventExtra::default());
     } else {

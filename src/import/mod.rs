@@ -70,6 +70,8 @@ pub struct Draft {
     pub policy: Option<&'static str>,
     /// The newest compaction: its summary (by position) and the last position it covers.
     pub pivot: Option<(usize, i64)>,
+    /// Each tool call's tool, by call id, so its result can name it.
+    tools: std::collections::HashMap<String, String>,
     turn: i64,
     started: bool,
 }
@@ -225,8 +227,83 @@ impl Draft {
         self.events.len() as i64
     }
 
-    pub fn turn(&self) -> i64 {
-        self.turn
+    /// Adds a tool call, remembering its tool for the result.
+    pub fn tool_call(&mut self, ts: &str, tool: &str, call_id: &str, args: String) -> i64 {
+        self.tools.insert(call_id.to_string(), tool.to_string());
+        self.push(Kind::ToolCall, ts, args, EventExtra::tool(tool, call_id))
+    }
+
+    /// Adds a tool result, named after `tool` or else its call's tool.
+    pub fn tool_result(
+        &mut self,
+        ts: &str,
+        tool: Option<&str>,
+        call_id: &str,
+        output: String,
+        meta: Option<Value>,
+    ) -> i64 {
+        let tool = tool
+            .or_else(|| self.tools.get(call_id).map(String::as_str))
+            .unwrap_or("tool")
+            .to_string();
+        let extra = EventExtra::tool(&tool, call_id).with_meta(meta);
+        self.push(Kind::ToolResult, ts, output, extra)
+    }
+
+    /// Anthropic Messages content blocks (Claude Code's transcripts hold the
+    /// same) as the events of one message in `kind`'s role; `meta` goes on
+    /// its text. A block with no event kind is kept in meta (see `keep`).
+    pub fn blocks(&mut self, kind: Kind, ts: &str, blocks: &[Value], meta: Option<Value>) {
+        let from = self.last();
+        let mut kept = Vec::new();
+        for block in blocks {
+            let text = |key: &str| block[key].as_str().unwrap_or("").to_string();
+            let typed = block["type"].as_str();
+            match typed.or_else(|| block.get("text").map(|_| "text")) {
+                _ if block.is_string() => {
+                    let extra = EventExtra::default().with_meta(meta.clone());
+                    self.push(kind, ts, text_of(block), extra);
+                }
+                Some("text") => {
+                    let extra = EventExtra::default().with_meta(meta.clone());
+                    self.push(kind, ts, text("text"), extra);
+                }
+                Some("thinking") => {
+                    self.push(Kind::Reasoning, ts, text("thinking"), EventExtra::default());
+                }
+                Some("redacted_thinking") => {
+                    let extra = EventExtra::meta(json!({"redacted": true}));
+                    self.push(Kind::Reasoning, ts, "[redacted thinking]".into(), extra);
+                }
+                Some("tool_use") => {
+                    let name = block["name"].as_str().unwrap_or("tool");
+                    let args = block["input"].to_string();
+                    self.tool_call(ts, name, block["id"].as_str().unwrap_or(""), args);
+                }
+                Some("tool_result") => {
+                    let id = block["tool_use_id"].as_str().unwrap_or("");
+                    let error = (block["is_error"] == true).then(|| json!({"is_error": true}));
+                    self.tool_result(ts, None, id, text_of(&block["content"]), error);
+                }
+                _ => kept.push(block.clone()),
+            }
+        }
+        self.keep(from, kind, ts, kept);
+    }
+
+    /// Adds reasoning; an empty one the source kept encrypted is marked so.
+    pub fn reasoning(&mut self, ts: &str, text: String, encrypted: bool) -> i64 {
+        if text.is_empty() && encrypted {
+            let meta = json!({"encrypted": true});
+            self.push(
+                Kind::Reasoning,
+                ts,
+                "[encrypted reasoning]".into(),
+                EventExtra::meta(meta),
+            )
+        } else {
+            self.push(Kind::Reasoning, ts, text, EventExtra::default())
+        }
     }
 
     /// Records a model call that saw the events up to position `last`.

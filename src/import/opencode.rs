@@ -243,24 +243,14 @@ fn part_events(
             let call_id = part["callID"].as_str().unwrap_or("");
             let tool = part["tool"].as_str().unwrap_or("tool");
             let state = &part["state"];
-            draft.push(
-                Kind::ToolCall,
-                ts,
-                state["input"].to_string(),
-                EventExtra::tool(tool, call_id),
-            );
+            draft.tool_call(ts, tool, call_id, state["input"].to_string());
             let output = match state["status"].as_str() {
                 Some("completed") => Some((text_of(&state["output"]), None)),
                 Some("error") => Some((text_of(&state["error"]), Some(json!({"is_error": true})))),
                 _ => None,
             };
             if let Some((output, meta)) = output {
-                let position = draft.push(
-                    Kind::ToolResult,
-                    ts,
-                    output,
-                    EventExtra::tool(tool, call_id).with_meta(meta),
-                );
+                let position = draft.tool_result(ts, Some(tool), call_id, output, meta);
                 if let Some(at) = state["time"]["compacted"].as_i64() {
                     cleared.push((position, at));
                 }
