@@ -12,12 +12,16 @@ pub fn fired(ctx: &Context, budget: &Budget, policy: &Policy, state: &State) -> 
     let tokens = ctx.event_tokens();
     let since = state.previous_last_seq.unwrap_or(i64::MIN);
     let new = &ctx.events[ctx.events.partition_point(|e| e.seq <= since)..];
-    let now = seconds(&ctx.call.ts);
-    let last = state
-        .last_fired_ts
-        .as_deref()
-        .or(ctx.events.first().map(|e| e.ts.as_str()))
-        .and_then(seconds);
+    // Timestamps are parsed only when the temporal trigger is on: this runs at every call.
+    let elapsed = || {
+        let now = seconds(&ctx.call.ts)?;
+        let last = state
+            .last_fired_ts
+            .as_deref()
+            .or(ctx.events.first().map(|e| e.ts.as_str()))
+            .and_then(seconds)?;
+        Some(now - last)
+    };
     let window = policy.budget.context_window as f64;
     let checks: [(&'static str, bool, bool); 7] = [
         ("over_target", t.over_target, tokens > budget.target),
@@ -30,7 +34,7 @@ pub fn fired(ctx: &Context, budget: &Budget, policy: &Policy, state: &State) -> 
         (
             "tool_output",
             t.on_tool_output,
-            new.iter().any(|e| e.kind == Kind::ToolResult),
+            t.on_tool_output && new.iter().any(|e| e.kind == Kind::ToolResult),
         ),
         (
             "after_compaction",
@@ -40,12 +44,12 @@ pub fn fired(ctx: &Context, budget: &Budget, policy: &Policy, state: &State) -> 
         (
             "request",
             t.on_request,
-            new.iter().any(|e| e.kind == Kind::Compaction),
+            t.on_request && new.iter().any(|e| e.kind == Kind::Compaction),
         ),
         (
             "every_seconds",
             t.every_seconds > 0,
-            matches!((now, last), (Some(now), Some(last)) if now - last >= t.every_seconds as i64),
+            t.every_seconds > 0 && elapsed().is_some_and(|s| s >= t.every_seconds as i64),
         ),
     ];
     let enabled = checks.iter().filter(|(_, on, _)| *on);
