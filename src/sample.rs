@@ -65,25 +65,13 @@ pub fn write_live(dir: &Path, pace: Duration) -> Result<PathBuf, LogError> {
 
 /// Removes a log and its -wal and -shm, where they exist.
 fn remove_log(path: &Path) -> Result<(), LogError> {
-    for stale in [
-        path.to_path_buf(),
-        wal_sibling(path, "-wal"),
-        wal_sibling(path, "-shm"),
-    ] {
-        if stale.exists() {
-            std::fs::remove_file(&stale).map_err(|error| LogError::Io {
-                path: stale.clone(),
-                error,
-            })?;
-        }
+    if path.exists() {
+        std::fs::remove_file(path).map_err(|error| LogError::Io {
+            path: path.to_path_buf(),
+            error,
+        })?;
     }
-    Ok(())
-}
-
-fn wal_sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
+    crate::log::remove_wal_files(path)
 }
 
 /// The fact the agent is told in turn 0 and has lost by the end.
@@ -103,6 +91,7 @@ fn forgot_deploy_key(path: &Path, pace: Option<Duration>) -> Result<(), LogError
     ]);
     let mut host = Host::create(path, "forgot-deploy-key", "billing release prep", policy)?;
     host.pace = pace;
+    host.clock.wall = pace.is_some();
     host.state.injection = Some(("date", "Today is Monday, 2 March 2026."));
     host.session(
         json!({"model": "claude-sonnet-4-5", "context_window": 10000, "source": "ctxlens sample"}),
@@ -565,7 +554,7 @@ fn two_sessions(path: &Path) -> Result<(), LogError> {
             host.answer(&mut io, "Done; see above.")?;
         }
     }
-    writer.finish()
+    writer.finish_at(&clock.tick(1))
 }
 
 /// A log with every problem `check` knows, each planted once, so `check` has
@@ -650,11 +639,18 @@ fn sample_policy(sets: &[&str]) -> Policy {
 #[derive(Default)]
 struct Clock {
     seconds: i64,
+    /// A live sample stamps rows with the wall clock, as a running host does,
+    /// so readers can tell it is being written.
+    wall: bool,
 }
 
 impl Clock {
     fn tick(&mut self, seconds: i64) -> String {
         self.seconds += seconds;
+        if self.wall {
+            return chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        }
         timestamp(self.seconds)
     }
 }
@@ -978,8 +974,13 @@ impl Host {
         state.summarize_if_needed(&mut io, summarizer)
     }
 
-    fn finish(self) -> Result<(), LogError> {
-        self.writer.finish()
+    /// Ends the session: a live sample now, as a running host would; the
+    /// others a second after their last event, so their bytes never change.
+    fn finish(mut self) -> Result<(), LogError> {
+        match self.pace {
+            Some(_) => self.writer.finish(),
+            None => self.writer.finish_at(&self.clock.tick(1)),
+        }
     }
 }
 
@@ -1230,5 +1231,6 @@ pub fn write_synthetic(
             ..ModelCall::default()
         })?;
     }
-    writer.finish()
+    let end = timestamp(writer.last_seq() + 1);
+    writer.finish_at(&end)
 }

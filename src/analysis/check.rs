@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
+use super::activity::{Activity, State};
 use crate::model::{Kind, Log, SessionLog};
 
 /// What kind of problem a log has; the JSON `kind` of a problem.
@@ -24,6 +25,8 @@ pub enum ProblemKind {
     CallLastSeq,
     CallSummary,
     CallTurn,
+    BadTime,
+    SchemaVersion,
 }
 
 impl ProblemKind {
@@ -42,6 +45,8 @@ impl ProblemKind {
             ProblemKind::CallLastSeq => "call_last_seq",
             ProblemKind::CallSummary => "call_summary",
             ProblemKind::CallTurn => "call_turn",
+            ProblemKind::BadTime => "bad_time",
+            ProblemKind::SchemaVersion => "schema_version",
         }
     }
 }
@@ -60,41 +65,91 @@ pub struct Problem {
     pub call: Option<i64>,
 }
 
-/// Every problem of a finished log, in session order, then by seq
-/// (session-wide ones first).
-pub fn check(log: &Log) -> Vec<Problem> {
-    check_log(log, false)
+/// A call, or a tool call, still waiting for its answer in a live session:
+/// not a problem (yet).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InFlight {
+    /// The tool call's seq, or the model call's `last_seq`.
+    pub seq: i64,
+    /// `tool_call` or `model_call`.
+    pub kind: &'static str,
+    pub message: String,
+    pub session: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
 }
 
-/// Every problem in the log; with `in_flight`, the newest step of each
-/// session may still be waiting for its tool results (a log being written).
-pub fn check_log(log: &Log, in_flight: bool) -> Vec<Problem> {
-    let mut problems: Vec<Problem> = log
-        .notes
-        .iter()
-        .map(|note| Problem {
-            seq: note.seq,
-            kind: ProblemKind::BadEvent,
-            message: note.message.clone(),
-            session: note.session_id.clone(),
-            summary: None,
-            call: None,
-        })
-        .collect();
-    for session in &log.sessions {
+/// What `check` found: the problems, and what live sessions still await.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    pub problems: Vec<Problem>,
+    pub in_flight: Vec<InFlight>,
+}
+
+/// Every problem of a log whose sessions all ended.
+pub fn check(log: &Log) -> Vec<Problem> {
+    let ended = Activity {
+        state: State::Ended,
+        ended_at: None,
+        last_write: None,
+        quiet_seconds: None,
+    };
+    check_log(log, &vec![ended; log.sessions.len()]).problems
+}
+
+/// Every problem in the log, given each session's activity (in the order of
+/// `log.sessions`): in a live session, the newest step's tool calls and the
+/// calls with no response yet are in flight, not orphans.
+pub fn check_log(log: &Log, activity: &[Activity]) -> Report {
+    let mut report = Report::default();
+    report.problems.extend(log.notes.iter().map(|note| Problem {
+        seq: note.seq,
+        kind: ProblemKind::BadEvent,
+        message: note.message.clone(),
+        session: note.session_id.clone(),
+        summary: None,
+        call: None,
+    }));
+    for (ix, session) in log.sessions.iter().enumerate() {
+        let live = activity.get(ix).is_some_and(Activity::is_live);
         let mut found = Found {
             session: session.id(),
-            problems: &mut problems,
+            problems: &mut report.problems,
         };
         check_json(session, &mut found);
+        check_times(session, &mut found);
         check_order(session, &mut found);
-        check_pairs(session, in_flight, &mut found);
+        let waiting = check_pairs(session, live, &mut found);
+        let unanswered = check_answers(session, live, &mut found);
+        report
+            .in_flight
+            .extend(waiting.into_iter().chain(unanswered));
         check_summaries(session, &mut found);
         check_calls(session, &mut found);
     }
     let position = |id: &str| log.sessions.iter().position(|s| s.id() == id);
-    problems.sort_by_key(|p| (position(&p.session), p.seq));
-    problems
+    report
+        .problems
+        .sort_by_key(|p| (position(&p.session), p.seq));
+    report
+}
+
+/// A log whose `user_version` is not this build's is not a log made to the
+/// schema (a newer one is refused before it loads).
+pub fn schema_problem(version: i64) -> Option<Problem> {
+    (version != crate::log::SCHEMA_VERSION).then(|| Problem {
+        seq: None,
+        kind: ProblemKind::SchemaVersion,
+        message: format!(
+            "PRAGMA user_version is {version}; a ctxlens log has {}",
+            crate::log::SCHEMA_VERSION
+        ),
+        session: String::new(),
+        summary: None,
+        call: None,
+    })
 }
 
 /// Collects problems for one session.
@@ -150,10 +205,12 @@ fn check_order(session: &SessionLog, found: &mut Found) {
     }
 }
 
-fn check_pairs(session: &SessionLog, in_flight: bool, found: &mut Found) {
+/// Pairing problems; returns the newest step's unanswered tool calls of a
+/// live session, which are in flight.
+fn check_pairs(session: &SessionLog, live: bool, found: &mut Found) -> Vec<InFlight> {
     let events = &session.events;
     // The newest step is still in flight while nothing but its own events follow it.
-    let last_step = session.step_count().checked_sub(1).filter(|_| in_flight);
+    let last_step = session.step_count().checked_sub(1).filter(|_| live);
     let in_flight_from = (0..events.len())
         .rev()
         .take_while(|&ix| last_step.is_some() && session.step_of(ix) == last_step)
@@ -222,11 +279,102 @@ fn check_pairs(session: &SessionLog, in_flight: bool, found: &mut Found) {
         .filter(|(id, _)| !answered.contains(id))
         .collect();
     orphans.sort_by_key(|&(_, ix)| ix);
-    for (call_id, ix) in orphans.into_iter().filter(|&(_, ix)| ix < in_flight_from) {
+    let (orphans, waiting): (Vec<_>, Vec<_>) = orphans
+        .into_iter()
+        .partition(|&(_, ix)| ix < in_flight_from);
+    for (call_id, ix) in orphans {
         found.event(
             events[ix].seq,
             ProblemKind::OrphanCall,
             format!("tool_call '{call_id}' never got a tool_result"),
+        );
+    }
+    waiting
+        .into_iter()
+        .map(|(call_id, ix)| InFlight {
+            seq: events[ix].seq,
+            kind: "tool_call",
+            message: format!("tool_call '{call_id}' has no tool_result yet"),
+            session: session.id().to_string(),
+            call: None,
+            call_id: Some(call_id.to_string()),
+        })
+        .collect()
+}
+
+/// Model calls nothing was written after: in flight in a live session, and
+/// orphans that never got a response in any other.
+fn check_answers(session: &SessionLog, live: bool, found: &mut Found) -> Vec<InFlight> {
+    let newest = session.events.iter().map(|e| e.seq).max();
+    let mut waiting = Vec::new();
+    for call in &session.calls {
+        // A call whose last_seq is not the newest event is answered, or is a
+        // `call_last_seq` problem.
+        if newest != Some(call.last_seq) {
+            continue;
+        }
+        if live {
+            waiting.push(InFlight {
+                seq: call.last_seq,
+                kind: "model_call",
+                message: format!("model call {} has no response yet", call.id),
+                session: session.id().to_string(),
+                call: Some(call.id),
+                call_id: None,
+            });
+        } else {
+            found.push(
+                Some(call.last_seq),
+                ProblemKind::OrphanCall,
+                format!("model call {} never got a response", call.id),
+                None,
+                Some(call.id),
+            );
+        }
+    }
+    waiting
+}
+
+/// Times that are not RFC 3339: the session's, events', summaries' and calls'.
+fn check_times(session: &SessionLog, found: &mut Found) {
+    let bad = |ts: &str| super::activity::seconds(ts).is_none();
+    // A session known only from its events has no row, so no time to check.
+    let stand_in = session.session.created_at.is_empty();
+    if !stand_in && bad(&session.session.created_at) {
+        let message = format!(
+            "session created_at '{}' is not an RFC 3339 time",
+            session.session.created_at
+        );
+        found.push(None, ProblemKind::BadTime, message, None, None);
+    }
+    for event in session.events.iter().filter(|e| bad(&e.ts)) {
+        let message = format!("ts '{}' is not an RFC 3339 time", event.ts);
+        found.event(event.seq, ProblemKind::BadTime, message);
+    }
+    for s in session.summaries.iter().filter(|s| bad(&s.created_at)) {
+        let message = format!(
+            "summary {} created_at '{}' is not an RFC 3339 time",
+            s.id, s.created_at
+        );
+        found.push(
+            Some(s.from_seq),
+            ProblemKind::BadTime,
+            message,
+            Some(s.id),
+            None,
+        );
+    }
+    for call in session.calls.iter().filter(|c| bad(&c.ts)) {
+        let message = format!(
+            "model call {} ts '{}' is not an RFC 3339 time",
+            call.id, call.ts
+        );
+        found.push(
+            Some(call.last_seq),
+            ProblemKind::BadTime,
+            message,
+            None,
+            Some(call.id),
         );
     }
 }

@@ -1,6 +1,7 @@
 //! What ctxlens works out from a loaded log: checks, projections of recorded
 //! calls under a chosen policy, and replay against the audit record.
 
+pub mod activity;
 pub mod check;
 pub mod replay;
 pub mod summarize;

@@ -4,40 +4,85 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::{Outcome, print_json};
-use crate::analysis::check::check_log;
+use super::{Outcome, activity, print_json};
+use crate::analysis::check::{check_log, schema_problem};
 use crate::log::Store;
 
 pub fn run(path: &Path, as_json: bool) -> anyhow::Result<Outcome> {
     let mut store = Store::open(path)?;
     let log = store.load()?;
-    // A log still being written may be waiting for its newest tool results.
-    let problems = check_log(&log, store.is_open_for_writing());
+    let activity = activity(&store, &log);
+    let mut report = check_log(&log, &activity);
+    if let Some(problem) = schema_problem(store.schema_version()?) {
+        report.problems.insert(0, problem);
+    }
+    let problems = &report.problems;
     if as_json {
-        print_json(&json!({"ok": problems.is_empty(), "problems": problems}))?;
+        let sessions: Vec<_> = log
+            .sessions
+            .iter()
+            .zip(&activity)
+            .map(|(s, a)| {
+                let mut entry = json!({"id": s.id()});
+                if let (Some(entry), serde_json::Value::Object(fields)) =
+                    (entry.as_object_mut(), json!(a))
+                {
+                    entry.extend(fields);
+                }
+                entry
+            })
+            .collect();
+        print_json(&json!({
+            "ok": problems.is_empty(),
+            "problems": problems,
+            "in_flight": report.in_flight,
+            "sessions": sessions,
+        }))?;
     } else {
-        for p in &problems {
-            let seq = p.seq.map_or("-".to_string(), |s| s.to_string());
-            let session = if log.sessions.len() > 1 {
-                format!("[{}] ", p.session)
+        let several = log.sessions.len() > 1;
+        let tag = |session: &str| {
+            if several {
+                format!("[{session}] ")
             } else {
                 String::new()
-            };
+            }
+        };
+        for p in problems {
+            let seq = p.seq.map_or("-".to_string(), |s| s.to_string());
             println!(
-                "{session}seq {seq:>5}  {:<18} {}",
+                "{}seq {seq:>5}  {:<18} {}",
+                tag(&p.session),
                 p.kind.as_str(),
                 p.message
             );
         }
+        for f in &report.in_flight {
+            println!(
+                "{}seq {:>5}  {:<18} {}",
+                tag(&f.session),
+                f.seq,
+                "in_flight",
+                f.message
+            );
+        }
+        for (s, a) in log.sessions.iter().zip(&activity) {
+            if a.ended_at.is_none() {
+                println!("session {}: {}", s.id(), a.explain());
+            }
+        }
+        let in_flight = match report.in_flight.len() {
+            0 => String::new(),
+            n => format!("; {n} in flight"),
+        };
         match problems.len() {
             0 => println!(
-                "{}: no problems ({} sessions, {} events)",
+                "{}: no problems ({} sessions, {} events{in_flight})",
                 path.display(),
                 log.sessions.len(),
                 log.event_count()
             ),
-            1 => println!("{}: 1 problem", path.display()),
-            n => println!("{}: {n} problems", path.display()),
+            1 => println!("{}: 1 problem{in_flight}", path.display()),
+            n => println!("{}: {n} problems{in_flight}", path.display()),
         }
     }
     Ok(if problems.is_empty() {

@@ -44,6 +44,15 @@ pub fn load(path: &Path) -> anyhow::Result<Log> {
     Ok(Store::open(path)?.load()?)
 }
 
+/// Each session's activity now (live, silent or ended), in the log's order.
+pub fn activity(store: &Store, log: &Log) -> Vec<crate::analysis::activity::Activity> {
+    let (now, written) = (crate::analysis::activity::now(), store.last_written());
+    log.sessions
+        .iter()
+        .map(|s| crate::analysis::activity::Activity::of(s, now, written))
+        .collect()
+}
+
 /// The policy a user chose with `--policy FILE` and `--set KEY=VALUE`.
 pub fn policy_choice(
     file: Option<&Path>,

@@ -6,7 +6,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{Outcome, load, print_json, thousands};
+use super::{Outcome, print_json, thousands};
+use crate::analysis::activity::Activity;
+use crate::analysis::check::{InFlight, check_log};
+use crate::log::Store;
 use crate::model::{Kind, SessionLog};
 use crate::tokens::{Encoding, TokenCache};
 
@@ -26,6 +29,11 @@ struct SessionStats {
     events: usize,
     summaries: usize,
     calls: usize,
+    /// Live, silent or ended, and since when.
+    #[serde(flatten)]
+    activity: Activity,
+    /// Calls and tool calls still waiting for their answers (a live session only).
+    in_flight: Vec<InFlight>,
     /// ctxlens's own count of the log's text.
     estimate: Estimate,
     /// Summed from `model_calls`: what the provider said.
@@ -49,12 +57,23 @@ struct Reported {
 }
 
 pub fn run(path: &Path, encoding: Encoding, as_json: bool) -> anyhow::Result<Outcome> {
-    let log = load(path)?;
+    let mut store = Store::open(path)?;
+    let log = store.load()?;
+    let activity = super::activity(&store, &log);
+    let in_flight = check_log(&log, &activity).in_flight;
     let mut cache = TokenCache::new();
     let sessions: Vec<SessionStats> = log
         .sessions
         .iter()
-        .map(|s| session_stats(s, encoding, &mut cache))
+        .zip(activity)
+        .map(|(s, activity)| {
+            let waiting = in_flight.iter().filter(|f| f.session == s.id()).cloned();
+            SessionStats {
+                activity,
+                in_flight: waiting.collect(),
+                ..session_stats(s, encoding, &mut cache)
+            }
+        })
         .collect();
     let stats = Stats {
         file: path.display().to_string(),
@@ -85,9 +104,11 @@ fn session_stats(s: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> 
         let u = call.usage;
         reported.calls_with_usage += 1;
         reported.last_input_tokens = u.input_tokens;
-        reported.input_tokens += u.input_tokens.unwrap_or(0);
-        reported.cache_read_tokens += u.cache_read_tokens.unwrap_or(0);
-        reported.output_tokens += u.output_tokens.unwrap_or(0);
+        // Saturating: a hostile log's counts near i64::MAX must not wrap.
+        let add = |sum: &mut i64, n: Option<i64>| *sum = sum.saturating_add(n.unwrap_or(0).max(0));
+        add(&mut reported.input_tokens, u.input_tokens);
+        add(&mut reported.cache_read_tokens, u.cache_read_tokens);
+        add(&mut reported.output_tokens, u.output_tokens);
     }
     SessionStats {
         id: s.id().to_string(),
@@ -97,6 +118,8 @@ fn session_stats(s: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> 
         events: s.events.len(),
         summaries: s.summaries.len(),
         calls: s.calls.len(),
+        activity: Activity::default(),
+        in_flight: Vec::new(),
         estimate: Estimate {
             events: total,
             by_kind,
@@ -119,6 +142,10 @@ fn print_text(stats: &Stats) {
             "  {} turns, {} steps, {} events, {} summaries, {} model calls",
             s.turns, s.steps, s.events, s.summaries, s.calls
         );
+        println!("  {}", s.activity.explain());
+        for f in &s.in_flight {
+            println!("  in flight: {} (seq {})", f.message, f.seq);
+        }
         let kinds: Vec<String> = Kind::ALL
             .iter()
             .filter_map(|k| {

@@ -74,6 +74,17 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
             .collect(),
         other => vec![(other, None)],
     };
+    // A streamed response is recorded as its server-sent events: put it
+    // back together, as the client did.
+    let streamed: Vec<Option<Value>> = recordings
+        .iter()
+        .map(|(_, r)| r.and_then(Value::as_str).map(|sse| reassemble(format, sse)))
+        .collect();
+    let recordings: Vec<(&Value, Option<&Value>)> = recordings
+        .iter()
+        .zip(&streamed)
+        .map(|(&(request, response), whole)| (request, whole.as_ref().or(response)))
+        .collect();
     let Some(&(_, last_response)) = recordings.last() else {
         bail!("{}: an empty recording", src.display());
     };
@@ -151,6 +162,106 @@ fn output_of(format: Format, response: &Value) -> Vec<Value> {
             .collect(),
         Format::OpenaiResponses => response["output"].as_array().cloned().unwrap_or_default(),
         _ => vec![json!({"role": "assistant", "content": response["content"]})],
+    }
+}
+
+/// A streamed response's events (`data: {...}` lines) as the one response
+/// the API would have returned unstreamed.
+fn reassemble(format: Format, sse: &str) -> Value {
+    let events = sse
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok());
+    match format {
+        Format::OpenaiChat => {
+            let mut whole = json!({});
+            let (mut content, mut calls) = (String::new(), Vec::<Value>::new());
+            for chunk in events {
+                for key in ["id", "model", "created", "usage"] {
+                    if !chunk[key].is_null() {
+                        whole[key] = chunk[key].clone();
+                    }
+                }
+                let delta = &chunk["choices"][0]["delta"];
+                content.push_str(delta["content"].as_str().unwrap_or(""));
+                for call in delta["tool_calls"].as_array().into_iter().flatten() {
+                    let index = call["index"].as_u64().unwrap_or(0) as usize;
+                    if calls.len() <= index {
+                        calls.resize(index + 1, json!({"function": {"arguments": ""}}));
+                    }
+                    let whole_call = &mut calls[index];
+                    for key in ["id", "type"] {
+                        if !call[key].is_null() {
+                            whole_call[key] = call[key].clone();
+                        }
+                    }
+                    if let Some(name) = call["function"]["name"].as_str() {
+                        whole_call["function"]["name"] = name.into();
+                    }
+                    let args = call["function"]["arguments"].as_str().unwrap_or("");
+                    let so_far = whole_call["function"]["arguments"].as_str().unwrap_or("");
+                    whole_call["function"]["arguments"] = format!("{so_far}{args}").into();
+                }
+            }
+            let mut message = json!({"role": "assistant", "content": content});
+            if !calls.is_empty() {
+                message["tool_calls"] = calls.into();
+            }
+            whole["choices"] = json!([{ "message": message }]);
+            whole
+        }
+        Format::OpenaiResponses => events
+            .filter(|e| e["type"] == "response.completed")
+            .map(|e| e["response"].clone())
+            .next_back()
+            .unwrap_or_else(|| json!({})),
+        _ => {
+            let mut whole = json!({"content": []});
+            let mut args: Vec<String> = Vec::new();
+            for event in events {
+                match event["type"].as_str() {
+                    Some("message_start") => {
+                        let content = whole["content"].take();
+                        whole = event["message"].clone();
+                        whole["content"] = content;
+                    }
+                    Some("content_block_start") => {
+                        if let Some(blocks) = whole["content"].as_array_mut() {
+                            blocks.push(event["content_block"].clone());
+                            args.push(String::new());
+                        }
+                    }
+                    Some("content_block_delta") => {
+                        let index = event["index"].as_u64().unwrap_or(0) as usize;
+                        let delta = &event["delta"];
+                        let (Some(block), Some(partial)) =
+                            (whole["content"].get_mut(index), args.get_mut(index))
+                        else {
+                            continue;
+                        };
+                        for key in ["text", "thinking"] {
+                            if let Some(more) = delta[key].as_str() {
+                                let so_far = block[key].as_str().unwrap_or("");
+                                block[key] = format!("{so_far}{more}").into();
+                            }
+                        }
+                        if let Some(json) = delta["partial_json"].as_str() {
+                            partial.push_str(json);
+                            if let Ok(input) = serde_json::from_str::<Value>(partial) {
+                                block["input"] = input;
+                            }
+                        }
+                    }
+                    Some("message_delta") => {
+                        for (key, value) in event["usage"].as_object().into_iter().flatten() {
+                            whole["usage"][key] = value.clone();
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            whole
+        }
     }
 }
 

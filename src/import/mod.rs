@@ -137,7 +137,9 @@ impl Import {
             report.summaries += draft.summaries.len();
             report.calls += draft.calls.len();
         }
-        w.finish()?;
+        // A transcript may still be growing: whether a session ended is its
+        // host's to say, so the import leaves that to its timestamps.
+        w.close()?;
         std::fs::rename(&partial, out)
             .with_context(|| format!("cannot move the import into place at {}", out.display()))?;
         report.warnings = self.warnings;

@@ -200,6 +200,29 @@ pub(crate) fn tune_sqlite() {
     });
 }
 
+/// The write-ahead log and shared-memory files SQLite keeps beside `path`.
+pub fn wal_files(path: &Path) -> [PathBuf; 2] {
+    ["-wal", "-shm"].map(|suffix| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    })
+}
+
+/// Removes the -wal and -shm beside `path`, where they exist: before a new
+/// file takes that path, as SQLite would otherwise apply them over it.
+pub fn remove_wal_files(path: &Path) -> Result<()> {
+    for stale in wal_files(path) {
+        match std::fs::remove_file(&stale) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                return Err(LogError::Io { path: stale, error });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Checks what can be checked before SQLite sees the file, so the common
 /// mistakes get plain words rather than SQLite's.
 pub(crate) fn precheck(path: &Path) -> Result<()> {

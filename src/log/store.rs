@@ -17,6 +17,8 @@ pub struct Store {
     conn: Connection,
     path: PathBuf,
     cursor: Cursor,
+    /// `data_version` as of the newest load, to tell a later commit from none.
+    loaded_version: Option<i64>,
 }
 
 /// The newest row of each table already loaded.
@@ -54,6 +56,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             cursor: Cursor::default(),
+            loaded_version: None,
         })
     }
 
@@ -61,12 +64,22 @@ impl Store {
         &self.path
     }
 
-    /// Whether a writer may still be appending: the log is in WAL mode, as the
-    /// writer keeps it until it finishes.
-    pub fn is_open_for_writing(&self) -> bool {
+    /// When the log last changed on disk: the newer modification time of the
+    /// file and its -wal, in seconds since the epoch.
+    pub fn last_written(&self) -> Option<i64> {
+        std::iter::once(self.path.clone())
+            .chain(super::wal_files(&self.path))
+            .filter_map(|p| std::fs::metadata(p).ok()?.modified().ok())
+            .filter_map(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs() as i64)
+            .max()
+    }
+
+    /// The file's `PRAGMA user_version`.
+    pub fn schema_version(&self) -> Result<i64> {
         self.conn
-            .query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))
-            .is_ok_and(|mode| mode.eq_ignore_ascii_case("wal"))
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(sqlite_err(&self.path))
     }
 
     /// Loads the whole log.
@@ -84,6 +97,10 @@ impl Store {
         let err = sqlite_err(&path);
         let tx = self.conn.unchecked_transaction().map_err(&err)?;
         let mut changes = Changes::default();
+        // Read inside the transaction: the version of exactly what is loaded.
+        let version: i64 = tx
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map_err(&err)?;
 
         let sessions: Vec<Session> = query(
             &tx,
@@ -166,6 +183,7 @@ impl Store {
             log.session_mut(&call.session_id).calls.push(call);
         }
         tx.finish().map_err(&err)?;
+        self.loaded_version = Some(version);
         Ok(changes)
     }
 
@@ -206,6 +224,12 @@ impl Store {
         self.conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .map_err(sqlite_err(&self.path))
+    }
+
+    /// Whether another connection committed since the newest load (always,
+    /// before the first).
+    pub fn has_changed(&self) -> Result<bool> {
+        Ok(Some(self.data_version()?) != self.loaded_version)
     }
 }
 

@@ -3,6 +3,11 @@
 //! The writer keeps the log's promises: seq strictly increasing, turns never
 //! going backwards within a session, and no tool result without an earlier call.
 //! A batch that breaks one is refused whole.
+//!
+//! The log stays in WAL mode for its whole life, so readers (the inspector,
+//! every command) never block the writer and the writer never blocks them: it
+//! checkpoints only with PASSIVE, which skips pages a reader still needs, and
+//! never changes the journal mode, which would need every reader gone.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -24,6 +29,10 @@ pub struct Writer {
 #[derive(Clone, Debug, Default)]
 struct SessionState {
     last_turn: i64,
+    /// Added or appended to by this writer: `finish` ends it.
+    written: bool,
+    /// Its meta holds `ended_at`.
+    ended: bool,
     calls: HashSet<String>,
     answered: HashSet<String>,
 }
@@ -36,6 +45,9 @@ impl Writer {
         if path.exists() {
             return Err(LogError::Exists(path.to_path_buf()));
         }
+        // A -wal or -shm without its file belongs to a log that was removed:
+        // SQLite would apply its pages over the new file.
+        super::remove_wal_files(path)?;
         super::tune_sqlite();
         let conn = Connection::open(path).map_err(sqlite_err(path))?;
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -58,7 +70,10 @@ impl Writer {
     }
 
     fn with_connection(conn: Connection, path: &Path) -> Result<Writer> {
+        // NORMAL is durable across a crash of the writer in WAL mode; a power
+        // loss may lose the last transactions, never the file's consistency.
         conn.busy_timeout(Duration::from_secs(5))
+            .and_then(|_| conn.pragma_update(None, "synchronous", "NORMAL"))
             .map_err(sqlite_err(path))?;
         Ok(Writer {
             conn,
@@ -77,19 +92,27 @@ impl Writer {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT s.id, coalesce((SELECT max(turn) FROM events e WHERE e.session_id = s.id), 0)
+                "SELECT s.id, coalesce((SELECT max(turn) FROM events e WHERE e.session_id = s.id), 0),
+                        json_valid(s.meta) AND json_extract(s.meta, '$.ended_at') IS NOT NULL
                  FROM sessions s",
             )
             .map_err(&err)?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, Option<bool>>(2)?,
+                ))
+            })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(&err)?;
-        for (id, last_turn) in rows {
+        for (id, last_turn, ended) in rows {
             self.sessions.insert(
                 id,
                 SessionState {
                     last_turn,
+                    ended: ended.unwrap_or(false),
                     ..SessionState::default()
                 },
             );
@@ -141,8 +164,13 @@ impl Writer {
                 params![session.id, session.created_at, session.title, session.meta],
             )
             .map_err(sqlite_err(&self.path))?;
-        self.sessions
-            .insert(session.id.clone(), SessionState::default());
+        self.sessions.insert(
+            session.id.clone(),
+            SessionState {
+                written: true,
+                ..SessionState::default()
+            },
+        );
         Ok(())
     }
 
@@ -166,6 +194,7 @@ impl Writer {
             }
             last_seq = event.seq;
             state.last_turn = event.turn;
+            state.written = true;
             match (event.kind, &event.call_id) {
                 (Kind::ToolCall, Some(id)) => state.calls.insert(id.clone()),
                 (Kind::ToolResult, Some(id)) => state.answered.insert(id.clone()),
@@ -197,8 +226,19 @@ impl Writer {
                     ])
                     .map_err(&err)?;
             }
+            // A session written to again after it ended is open again.
+            for (id, _) in touched.iter().filter(|(_, state)| state.ended) {
+                tx.execute(
+                    "UPDATE sessions SET meta = json_remove(meta, '$.ended_at') WHERE id = ?1",
+                    [id],
+                )
+                .map_err(&err)?;
+            }
         }
         tx.commit().map_err(&err)?;
+        for state in touched.values_mut() {
+            state.ended = false;
+        }
 
         self.last_seq = last_seq;
         for (id, state) in touched {
@@ -281,11 +321,55 @@ impl Writer {
         Ok(self.conn.last_insert_rowid())
     }
 
-    /// Folds the write-ahead log into the main file and leaves a single,
-    /// self-contained file behind (rollback journal mode). For a finished log.
-    pub fn finish(self) -> Result<()> {
+    /// Marks a session ended (`ended_at` in its meta) at `at` (RFC 3339): its
+    /// calls without answers are orphans from now on, no longer in flight.
+    /// Appending to it later opens it again.
+    pub fn end_session(&mut self, id: &str, at: &str) -> Result<()> {
+        self.require_session(id)?;
         self.conn
-            .pragma_update(None, "journal_mode", "DELETE")
+            .execute(
+                "UPDATE sessions SET meta = json_set(
+                    CASE WHEN json_valid(meta) AND json_type(meta) = 'object' THEN meta ELSE '{}' END,
+                    '$.ended_at', ?2)
+                 WHERE id = ?1",
+                params![id, at],
+            )
+            .map_err(sqlite_err(&self.path))?;
+        if let Some(state) = self.sessions.get_mut(id) {
+            state.ended = true;
+        }
+        Ok(())
+    }
+
+    /// Ends every session this writer added or appended to, now, and closes.
+    pub fn finish(self) -> Result<()> {
+        let now = chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        self.finish_at(&now)
+    }
+
+    /// Ends every session this writer added or appended to at `at`
+    /// (RFC 3339), and closes.
+    pub fn finish_at(mut self, at: &str) -> Result<()> {
+        let mut written: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, state)| state.written && !state.ended)
+            .map(|(id, _)| id.clone())
+            .collect();
+        written.sort();
+        for id in written {
+            self.end_session(&id, at)?;
+        }
+        self.close()
+    }
+
+    /// Closes without ending any session, folding what it can of the
+    /// write-ahead log into the file. PASSIVE: pages a reader still uses stay
+    /// in the -wal, which SQLite folds in later; a reader is never waited for.
+    pub fn close(self) -> Result<()> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
             .map_err(sqlite_err(&self.path))?;
         self.conn
             .close()

@@ -157,6 +157,8 @@ pub struct App {
     pub quit: bool,
     /// Follow the newest call as the log grows (lnav's follow mode).
     pub follow: bool,
+    /// Each session's activity (live, silent, ended), as last looked at.
+    pub activity: Vec<crate::analysis::activity::Activity>,
     pub areas: Areas,
     pub page: usize,
     /// Show, beside each event, whether the audit record disposed of it differently.
@@ -206,6 +208,7 @@ impl App {
             status: String::new(),
             quit: false,
             follow: false,
+            activity: Vec::new(),
             areas: Areas::default(),
             page: 10,
             diff: false,

@@ -26,22 +26,34 @@ pub enum Msg {
 pub struct Tail {
     path: PathBuf,
     store: Store,
-    version: i64,
-    identity: Option<(u64, u64)>,
+    file: Option<FileState>,
+    /// The file was found emptied or gone: open it afresh once it is back.
+    lost: bool,
     _watcher: Option<RecommendedWatcher>,
 }
 
-/// The file's identity (device, inode), to notice it being replaced.
-fn identity(path: &Path) -> Option<(u64, u64)> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = path;
-        None
+/// What identifies the file on disk, to notice it being replaced or cut.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct FileState {
+    /// (device, inode) where the platform has them.
+    identity: Option<(u64, u64)>,
+    len: u64,
+}
+
+impl FileState {
+    fn of(path: &Path) -> Option<FileState> {
+        let meta = std::fs::metadata(path).ok()?;
+        #[cfg(unix)]
+        let identity = {
+            use std::os::unix::fs::MetadataExt;
+            Some((meta.dev(), meta.ino()))
+        };
+        #[cfg(not(unix))]
+        let identity = None;
+        Some(FileState {
+            identity,
+            len: meta.len(),
+        })
     }
 }
 
@@ -55,7 +67,6 @@ impl Tail {
         tx: Sender<Msg>,
         policy: Option<&Path>,
     ) -> Result<Tail, LogError> {
-        let version = store.data_version()?;
         let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
         let log_name = name(path).unwrap_or_default();
         let wal_name = format!("{log_name}-wal");
@@ -90,33 +101,62 @@ impl Tail {
         Ok(Tail {
             path: path.to_path_buf(),
             store,
-            version,
-            identity: identity(path),
+            file: FileState::of(path),
+            lost: false,
             _watcher: watcher,
         })
     }
 
-    /// Loads what was committed since the last look into the app. Returns
+    /// Loads what was committed since the last look into the app, and says
+    /// on screen when the file was replaced, emptied or removed. Returns
     /// whether anything new arrived; an error leaves the app as it was.
     pub fn apply(&mut self, app: &mut App) -> Result<bool, LogError> {
-        let now = identity(&self.path);
-        if now.is_some() && now != self.identity {
-            // Replaced: start again from the new file.
+        let changed = self.look(app);
+        app.activity = crate::cli::activity(&self.store, &app.log);
+        changed
+    }
+
+    fn look(&mut self, app: &mut App) -> Result<bool, LogError> {
+        let name = self.path.display();
+        let now = FileState::of(&self.path);
+        let Some(file) = now.filter(|f| f.len > 0) else {
+            if !self.lost {
+                self.lost = true;
+                app.status = match now {
+                    Some(_) => format!(
+                        "{name} was truncated to 0 bytes: showing what was loaded; it is opened again once written"
+                    ),
+                    None => format!(
+                        "{name} was removed: showing what was loaded; it is opened again if it comes back"
+                    ),
+                };
+                return Ok(true);
+            }
+            return Ok(false);
+        };
+        // In WAL mode the file only grows (at checkpoints): a new identity,
+        // a shorter file or one that was emptied is another log now.
+        let was = self.file.filter(|_| !self.lost);
+        let replaced = was.is_none_or(|was| was.identity != file.identity || file.len < was.len);
+        if replaced {
             let mut store = Store::open(&self.path)?;
             let log = store.load()?;
-            self.version = store.data_version()?;
             self.store = store;
-            self.identity = now;
+            self.file = Some(file);
+            self.lost = false;
+            let events = log.event_count();
             app.replace_log(Arc::new(log));
+            app.status = format!("{name} was replaced: opened the new file ({events} events)");
             return Ok(true);
         }
-        let version = self.store.data_version()?;
-        if version == self.version {
+        self.file = Some(file);
+        // The store knows what it loaded, so a commit made between its load
+        // and this watch starting is not missed.
+        if !self.store.has_changed()? {
             return Ok(false);
         }
         // The app holds the only reference, so this appends in place.
         let changes = self.store.load_new(Arc::make_mut(&mut app.log))?;
-        self.version = version;
         if changes.is_empty() {
             return Ok(false);
         }

@@ -42,6 +42,7 @@ pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
             path.display()
         );
     }
+    let activity = crate::cli::activity(&store, &log);
     let policy_file = policy.map(read_policy).transpose()?;
     let (tx, rx) = mpsc::channel();
     let tail = Tail::start(path, store, tx.clone(), policy)?;
@@ -62,6 +63,7 @@ pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
         }
     });
     let mut app = App::unprojected(&path.display().to_string(), log);
+    app.activity = activity;
     app.preset_policy_file(policy_file);
     app.use_worker(worker);
     let result = event_loop(&mut terminal, app, tail, rx, (follow, policy));

@@ -21,6 +21,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
 use super::app::{App, HistoryRow, Mode, Pane};
 use super::keymap::KEYMAP;
+use crate::analysis::activity::State;
 use crate::engine::{ItemRef, PreTrim, Stand, Status, sent_text};
 use crate::model::{Event, Kind};
 
@@ -210,6 +211,17 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         Style::default().add_modifier(Modifier::BOLD),
     )];
     first.push(Span::raw(format!("· session {} ", session.id())));
+    if let Some(activity) = app.activity.get(app.session) {
+        let colour = match activity.state {
+            State::Live => Color::Green,
+            State::Silent => Color::Yellow,
+            State::Ended => Color::DarkGray,
+        };
+        first.push(Span::styled(
+            format!("({}) ", activity.label()),
+            theme.fg(colour),
+        ));
+    }
     let mut second = Vec::new();
     match (app.current_call(), &app.view) {
         (Some(call), Some(view)) => {
