@@ -31,11 +31,12 @@ struct Args {
 enum Command {
     /// Validate a log: schema, seq and turn order, pairing, JSON columns, summary spans, model_calls references.
     ///
-    /// Reports every problem, one line each (seq, kind, reason), then a count.
+    /// Reports every problem, one line each (seq, kind, reason), what a live session still
+    /// waits for (in flight), each session that has not ended (live or silent), then a count.
     /// Exit status: 0 clean, 1 problems found, 2 unreadable.
     Check {
         log: PathBuf,
-        /// Print {"ok":..,"problems":[..]} instead of lines.
+        /// Print {"ok":..,"problems":[..],"in_flight":[..],"sessions":[..]} instead of lines.
         #[arg(long)]
         json: bool,
     },
