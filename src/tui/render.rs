@@ -904,11 +904,13 @@ fn draw_footer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             "jump to: {text}▏  (a call id like 42, or a seq like s120)"
         )),
         _ => {
+            // What just happened comes first, so a narrow screen cuts the key hints.
             let keys = " ? help · n/p call · [ ] turn · Tab pane · Enter detail · / search · : jump · q quit";
-            let mut spans = vec![Span::styled(keys, theme.fg(Color::DarkGray))];
+            let mut spans = Vec::new();
             if !app.status.is_empty() {
-                spans.push(Span::raw(format!(" · {}", app.status)));
+                spans.push(Span::raw(format!(" {} ·", app.status)));
             }
+            spans.push(Span::styled(keys, theme.fg(Color::DarkGray)));
             Line::from(spans)
         }
     };
