@@ -2,6 +2,7 @@
 //! calls under a chosen policy, and replay against the audit record.
 
 pub mod activity;
+pub mod calibrate;
 pub mod check;
 pub mod replay;
 pub mod summarize;

@@ -1,0 +1,404 @@
+//! Calibrated token counts: what the provider would have billed for a
+//! context, from our estimate of it and the usage it reported for a
+//! session's calls.
+//!
+//! A host sends more than its transcript holds (its own system prompt, tool
+//! schemas, reminders: an unseen prefix) and the model's tokenizer is not
+//! ours (a ratio). So per session we fit
+//!
+//! ```text
+//! reported ≈ unseen_prefix(segment) + token_ratio × estimate
+//! ```
+//!
+//! robustly (Theil-Sen: medians of slopes and residuals, so a call after a
+//! cache reset or an odd one out does not drag the line). Each segment a
+//! compaction starts gets its own line: the host re-injects files and
+//! instructions there, and what the history holds after it (a summary, fresh
+//! files) tokenizes differently. A segment fits its own prefix once it has
+//! [`SEGMENT_CALLS`] calls with usage and its own ratio once it has
+//! [`RATIO_CALLS`]; until then it carries the segment before's.
+
+use serde::Serialize;
+
+/// Calls with reported usage below which a session is not calibrated.
+pub const MIN_CALLS: usize = 5;
+/// Calls with usage a segment needs before it has a prefix of its own.
+pub const SEGMENT_CALLS: usize = 3;
+/// Calls with usage a segment needs before it has a ratio of its own.
+pub const RATIO_CALLS: usize = 5;
+/// The newest calls of a segment its ratio is fitted on.
+const RATIO_WINDOW: usize = 200;
+/// A fit whose median error is above this is not used.
+pub const MAX_ERROR: f64 = 0.15;
+/// Growth beyond the fit that flags a call: the larger of these tokens and
+/// this fraction of what the call reported.
+pub const GROWTH_TOKENS: f64 = 2_000.0;
+pub const GROWTH_FRACTION: f64 = 0.05;
+
+/// One model call as the fit sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    /// The call's id.
+    pub call: i64,
+    /// Our estimate of the recorded context's tokens.
+    pub estimate: f64,
+    /// All input the provider reported the model read, when it did.
+    pub reported: Option<f64>,
+    /// Whether a compaction happened since the call before.
+    pub starts_segment: bool,
+}
+
+/// What starts a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// The session's first call.
+    Start,
+    /// A compaction since the call before.
+    Compaction,
+    /// The host sent more than the transcript holds (see [`Growth`]).
+    UnseenGrowth,
+}
+
+/// A segment's first call, what started it, and its fit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Segment {
+    pub from_call: i64,
+    pub cause: Cause,
+    pub unseen_prefix: f64,
+    pub token_ratio: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Holdout {
+    /// Calls predicted from the calls before them only.
+    pub calls: usize,
+    /// Median of |predicted - reported| / reported, a fraction.
+    pub median_abs_error: f64,
+}
+
+/// A call whose reported input grew more than its estimate explains.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Growth {
+    pub call: i64,
+    pub tokens: i64,
+}
+
+/// A session's fit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Calibration {
+    /// The first segment's prefix: what the host sends before any history.
+    pub unseen_prefix: f64,
+    pub token_ratio: f64,
+    pub segments: Vec<Segment>,
+    /// Calls with reported usage the fit used.
+    pub calls: usize,
+    /// Median of |fit - reported| / reported over those calls, a fraction.
+    pub median_abs_error: f64,
+    pub holdout: Holdout,
+    pub unseen_growth: Vec<Growth>,
+    /// The segment of each point given to [`fit`], by position.
+    #[serde(skip)]
+    segment_of: Vec<usize>,
+}
+
+/// Where a calibrated count comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// The provider's own figure for this context.
+    Reported,
+    /// The call's reported figure moved by the difference our estimate sees.
+    Anchored,
+    /// The segment's fit.
+    Fit,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Reported => "reported",
+            Source::Anchored => "anchored",
+            Source::Fit => "fit",
+        }
+    }
+}
+
+/// Fits a session's calls, in call order; or says why it cannot.
+pub fn fit(points: &[Point]) -> Result<Calibration, String> {
+    let calls = points.iter().filter(|p| reported(p).is_some()).count();
+    if calls < MIN_CALLS {
+        return Err(format!(
+            "{calls} calls report usage; calibration needs {MIN_CALLS}"
+        ));
+    }
+    let no_ratio = || "the calls' estimates do not vary, so no ratio can be fitted".to_string();
+    let mut causes: Vec<Option<Cause>> = points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match (i, p.starts_segment) {
+            (0, _) => Some(Cause::Start),
+            (_, true) => Some(Cause::Compaction),
+            _ => None,
+        })
+        .collect();
+    let mut segment_of = segments(&causes);
+    let mut model = Model::of(points, &segment_of).ok_or_else(no_ratio)?;
+    // Content the host sent and the transcript lacks steps the line up as a
+    // compaction does: fitted across, it would skew the ratio.
+    let found = growth(points, &segment_of, &causes, &model);
+    if !found.is_empty() {
+        for g in &found {
+            causes[g.index] = Some(Cause::UnseenGrowth);
+        }
+        segment_of = segments(&causes);
+        model = Model::of(points, &segment_of).ok_or_else(no_ratio)?;
+    }
+    if let Some(line) = model.lines.iter().find(|l| !(0.2..=5.0).contains(&l.ratio)) {
+        return Err(format!(
+            "the fitted token ratio {:.2} is implausible: reported usage does not follow the estimates",
+            line.ratio
+        ));
+    }
+    let errors: Vec<f64> = points
+        .iter()
+        .zip(&segment_of)
+        .filter_map(|(p, &s)| Some(relative(model.predict(s, p.estimate), reported(p)?)))
+        .collect();
+    let median_abs_error = median(errors).unwrap_or(0.0);
+    if median_abs_error > MAX_ERROR {
+        return Err(format!(
+            "the fit is poor: its median error is {:.0}%",
+            median_abs_error * 100.0
+        ));
+    }
+    let first = model.line(0);
+    Ok(Calibration {
+        unseen_prefix: first.prefix,
+        token_ratio: first.ratio,
+        segments: points
+            .iter()
+            .zip(&causes)
+            .filter_map(|(p, cause)| Some((p.call, (*cause)?)))
+            .zip(&model.lines)
+            .map(|((from_call, cause), line)| Segment {
+                from_call,
+                cause,
+                unseen_prefix: line.prefix,
+                token_ratio: line.ratio,
+            })
+            .collect(),
+        calls,
+        median_abs_error,
+        holdout: holdout(points, &segment_of),
+        unseen_growth: growth(points, &segment_of, &causes, &model)
+            .into_iter()
+            .map(|g| Growth {
+                call: points[g.index].call,
+                tokens: g.tokens.round() as i64,
+            })
+            .collect(),
+        segment_of,
+    })
+}
+
+impl Calibration {
+    /// The calibrated count of the point at `index` (of those given to
+    /// [`fit`]) for a context we estimate at `estimate` tokens: the reported
+    /// figure when that is the recorded context, anchored on it when the
+    /// call has one, else the segment's fit.
+    pub fn count(&self, points: &[Point], index: usize, estimate: f64) -> (f64, Source) {
+        let point = &points[index];
+        let segment = &self.segments[self.segment_of[index]];
+        match reported(point) {
+            Some(r) if estimate == point.estimate => (r, Source::Reported),
+            Some(r) => (
+                (r + segment.token_ratio * (estimate - point.estimate)).max(0.0),
+                Source::Anchored,
+            ),
+            None => (
+                segment.unseen_prefix + segment.token_ratio * estimate,
+                Source::Fit,
+            ),
+        }
+    }
+}
+
+/// A call with usage as the fit sees it: its segment, estimate and report.
+type Known = (usize, f64, f64);
+
+/// The points with usage, with their segments.
+fn known(points: &[Point], segment_of: &[usize]) -> Vec<Known> {
+    points
+        .iter()
+        .zip(segment_of)
+        .filter_map(|(p, &s)| Some((s, p.estimate, reported(p)?)))
+        .collect()
+}
+
+/// The slope between every two calls of one segment with different
+/// estimates, among each segment's newest [`RATIO_WINDOW`] calls.
+fn slopes(known: &[Known]) -> Vec<f64> {
+    let mut slopes = Vec::new();
+    for (i, &(s, x1, y1)) in known.iter().enumerate() {
+        let later = known[i + 1..].iter().filter(|k| k.0 == s).count();
+        if later >= RATIO_WINDOW {
+            continue;
+        }
+        for &(t, x2, y2) in &known[i + 1..] {
+            if s == t && x2 != x1 {
+                slopes.push((y2 - y1) / (x2 - x1));
+            }
+        }
+    }
+    slopes
+}
+
+/// A segment's fit.
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    ratio: f64,
+    prefix: f64,
+}
+
+/// One fitted line per segment.
+struct Model {
+    lines: Vec<Line>,
+}
+
+impl Model {
+    /// The fit of `known` over `segments` segments: `None` when no two calls
+    /// of a segment differ in estimate.
+    fn fit(known: &[Known], segments: usize) -> Option<Model> {
+        let shared = median(slopes(known))?;
+        let mut lines: Vec<Line> = Vec::with_capacity(segments);
+        for segment in 0..segments {
+            let own: Vec<Known> = known.iter().filter(|k| k.0 == segment).copied().collect();
+            let carried = lines.last().copied();
+            let ratio = match median(slopes(&own)) {
+                Some(ratio) if own.len() >= RATIO_CALLS => ratio,
+                _ => carried.map_or(shared, |l| l.ratio),
+            };
+            let prefix = match carried {
+                Some(line) if own.len() < SEGMENT_CALLS => line.prefix,
+                // The first segment, however few its calls, fits its own.
+                _ => median(own.iter().map(|&(_, x, y)| y - ratio * x).collect())
+                    .or_else(|| median(known.iter().map(|&(_, x, y)| y - ratio * x).collect()))
+                    .unwrap_or(0.0),
+            };
+            lines.push(Line { ratio, prefix });
+        }
+        Some(Model { lines })
+    }
+
+    fn of(points: &[Point], segment_of: &[usize]) -> Option<Model> {
+        Model::fit(
+            &known(points, segment_of),
+            segment_of.last().map_or(0, |&s| s + 1),
+        )
+    }
+
+    fn line(&self, segment: usize) -> Line {
+        self.lines[segment.min(self.lines.len() - 1)]
+    }
+
+    fn predict(&self, segment: usize, estimate: f64) -> f64 {
+        let line = self.line(segment);
+        line.prefix + line.ratio * estimate
+    }
+}
+
+/// One step ahead: each call with usage predicted from the calls before it
+/// only (once there are [`SEGMENT_CALLS`] of them to fit). A segment with no
+/// call before this one carries the last segment's line.
+fn holdout(points: &[Point], segment_of: &[usize]) -> Holdout {
+    let known = known(points, segment_of);
+    let errors: Vec<f64> = (SEGMENT_CALLS..known.len())
+        .filter_map(|i| {
+            let (segment, estimate, actual) = known[i];
+            let model = Model::fit(&known[..i], segment + 1)?;
+            Some(relative(model.predict(segment, estimate), actual))
+        })
+        .collect();
+    Holdout {
+        calls: errors.len(),
+        median_abs_error: median(errors).unwrap_or(0.0),
+    }
+}
+
+/// A call whose report grew `tokens` more than its estimate explains.
+struct Found {
+    index: usize,
+    tokens: f64,
+}
+
+/// Calls whose reported input grew, since the call with usage before them,
+/// by more than the growth of the estimate explains (measured with the
+/// earlier call's line); not across a compaction, which re-sends by design.
+fn growth(
+    points: &[Point],
+    segment_of: &[usize],
+    causes: &[Option<Cause>],
+    model: &Model,
+) -> Vec<Found> {
+    let mut found = Vec::new();
+    let mut before: Option<(usize, f64)> = None;
+    for (i, point) in points.iter().enumerate() {
+        let Some(now) = reported(point) else {
+            continue;
+        };
+        if let Some((j, was)) = before
+            && !causes[j + 1..=i].contains(&Some(Cause::Compaction))
+        {
+            let ratio = model.line(segment_of[j]).ratio;
+            let excess = (now - was) - ratio * (point.estimate - points[j].estimate);
+            if excess > GROWTH_TOKENS.max(GROWTH_FRACTION * now) {
+                found.push(Found {
+                    index: i,
+                    tokens: excess,
+                });
+            }
+        }
+        before = Some((i, now));
+    }
+    found
+}
+
+/// The segment of each point: each cause starts the next one.
+fn segments(causes: &[Option<Cause>]) -> Vec<usize> {
+    let mut segment = 0;
+    causes
+        .iter()
+        .enumerate()
+        .map(|(i, cause)| {
+            if cause.is_some() && i > 0 {
+                segment += 1;
+            }
+            segment
+        })
+        .collect()
+}
+
+/// Usage worth fitting: a positive figure (an aborted call's zeros are none).
+fn reported(point: &Point) -> Option<f64> {
+    point.reported.filter(|&r| r > 0.0 && r.is_finite())
+}
+
+fn relative(predicted: f64, actual: f64) -> f64 {
+    (predicted - actual).abs() / actual
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return None;
+    }
+    let (len, mid) = (values.len(), values.len() / 2);
+    let (below, &mut upper, _) = values.select_nth_unstable_by(mid, f64::total_cmp);
+    Some(if len % 2 == 0 {
+        let lower = below.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lower + upper) / 2.0
+    } else {
+        upper
+    })
+}

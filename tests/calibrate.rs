@@ -1,0 +1,144 @@
+//! The calibration fit on sessions made up with a known unseen prefix and
+//! token ratio: it finds them, steps at a compaction, shrugs off outliers,
+//! anchors what-ifs on the reported figure and says why when it cannot fit.
+
+use ctxlens::analysis::calibrate::{self, Point, Source};
+
+/// Calls with estimates growing by `step` from `start`, reported as
+/// `prefix + ratio × estimate`; the call ids from `first`.
+fn calls(first: i64, n: usize, start: f64, step: f64, prefix: f64, ratio: f64) -> Vec<Point> {
+    (0..n)
+        .map(|i| {
+            let estimate = start + step * i as f64 + (i % 3) as f64 * 37.0;
+            Point {
+                call: first + i as i64,
+                estimate,
+                reported: Some(prefix + ratio * estimate),
+                starts_segment: false,
+            }
+        })
+        .collect()
+}
+
+fn close(a: f64, b: f64, within: f64) -> bool {
+    (a - b).abs() <= within
+}
+
+#[test]
+fn finds_the_prefix_and_ratio_it_was_made_with() {
+    let points = calls(1, 30, 1_000.0, 900.0, 24_000.0, 1.3);
+    let fit = calibrate::fit(&points).unwrap();
+    assert!(close(fit.unseen_prefix, 24_000.0, 1.0), "{fit:?}");
+    assert!(close(fit.token_ratio, 1.3, 1e-6), "{fit:?}");
+    assert_eq!(fit.calls, 30);
+    assert!(fit.median_abs_error < 1e-6);
+    assert!(
+        fit.holdout.calls >= 25 && fit.holdout.median_abs_error < 1e-6,
+        "{fit:?}"
+    );
+    assert!(fit.unseen_growth.is_empty());
+}
+
+#[test]
+fn a_compaction_starts_a_segment_with_its_own_prefix() {
+    let mut points = calls(1, 20, 1_000.0, 900.0, 20_000.0, 1.3);
+    let mut after = calls(21, 20, 5_000.0, 600.0, 27_000.0, 1.3);
+    after[0].starts_segment = true;
+    points.extend(after);
+    let fit = calibrate::fit(&points).unwrap();
+    assert_eq!(fit.segments.len(), 2);
+    assert_eq!(fit.segments[1].from_call, 21);
+    assert!(
+        close(fit.segments[0].unseen_prefix, 20_000.0, 1.0),
+        "{fit:?}"
+    );
+    assert!(
+        close(fit.segments[1].unseen_prefix, 27_000.0, 1.0),
+        "{fit:?}"
+    );
+    // One step ahead, only the first calls after the step miss it.
+    assert!(fit.holdout.median_abs_error < 1e-6, "{fit:?}");
+    // The step is not growth the transcript failed to hold: it is a compaction.
+    assert!(fit.unseen_growth.is_empty(), "{:?}", fit.unseen_growth);
+}
+
+#[test]
+fn a_segment_carries_the_line_before_until_it_has_calls_of_its_own() {
+    let mut points = calls(1, 20, 1_000.0, 900.0, 20_000.0, 1.3);
+    let mut after = calls(21, 2, 5_000.0, 600.0, 27_000.0, 1.3);
+    after[0].starts_segment = true;
+    points.extend(after);
+    let fit = calibrate::fit(&points).unwrap();
+    assert!(
+        close(fit.segments[1].unseen_prefix, 20_000.0, 1.0),
+        "{fit:?}"
+    );
+}
+
+#[test]
+fn outliers_do_not_drag_the_fit() {
+    let mut points = calls(1, 40, 1_000.0, 900.0, 24_000.0, 1.3);
+    // A call billed double, one billed almost nothing (a cache reset seen
+    // as input only, say).
+    points[10].reported = points[10].reported.map(|r| r * 2.0);
+    points[25].reported = Some(500.0);
+    let fit = calibrate::fit(&points).unwrap();
+    assert!(close(fit.token_ratio, 1.3, 0.01), "{fit:?}");
+    assert!(close(fit.unseen_prefix, 24_000.0, 100.0), "{fit:?}");
+}
+
+#[test]
+fn growth_the_estimate_does_not_explain_is_flagged() {
+    let mut points = calls(1, 30, 1_000.0, 900.0, 24_000.0, 1.3);
+    // From call 16 on, the host sends 4,000 tokens the transcript lacks.
+    for p in &mut points[15..] {
+        p.reported = p.reported.map(|r| r + 4_000.0);
+    }
+    let fit = calibrate::fit(&points).unwrap();
+    assert_eq!(fit.unseen_growth.len(), 1, "{:?}", fit.unseen_growth);
+    assert_eq!(fit.unseen_growth[0].call, 16);
+    assert!(
+        (3_900..=4_100).contains(&fit.unseen_growth[0].tokens),
+        "{fit:?}"
+    );
+}
+
+#[test]
+fn counts_say_whether_they_are_reported_anchored_or_fitted() {
+    let mut points = calls(1, 12, 1_000.0, 900.0, 24_000.0, 1.3);
+    points[5].reported = None;
+    let fit = calibrate::fit(&points).unwrap();
+    let recorded = points[3].estimate;
+    let reported = points[3].reported.unwrap();
+    assert_eq!(
+        fit.count(&points, 3, recorded),
+        (reported, Source::Reported)
+    );
+    // The same call under a policy that sends 1,000 estimated tokens less.
+    let (anchored, source) = fit.count(&points, 3, recorded - 1_000.0);
+    assert_eq!(source, Source::Anchored);
+    assert!(close(anchored, reported - 1_300.0, 1e-6));
+    // A call without usage gets its segment's line.
+    let (fitted, source) = fit.count(&points, 5, points[5].estimate);
+    assert_eq!(source, Source::Fit);
+    assert!(close(fitted, 24_000.0 + 1.3 * points[5].estimate, 1.0));
+}
+
+#[test]
+fn too_little_usage_or_none_that_follows_the_estimates_is_said() {
+    let points = calls(1, 4, 1_000.0, 900.0, 24_000.0, 1.3);
+    let why = calibrate::fit(&points).unwrap_err();
+    assert!(why.contains("4 calls report usage"), "{why}");
+    // Zeros (an aborted call) are no usage.
+    let mut points = calls(1, 8, 1_000.0, 900.0, 24_000.0, 1.3);
+    for p in &mut points[..4] {
+        p.reported = Some(0.0);
+    }
+    assert!(calibrate::fit(&points).unwrap_err().contains("4 calls"));
+    // Usage that has nothing to do with the estimates.
+    let mut points = calls(1, 20, 1_000.0, 900.0, 24_000.0, 1.3);
+    for (i, p) in points.iter_mut().enumerate() {
+        p.reported = Some(if i % 2 == 0 { 100_000.0 } else { 3_000.0 });
+    }
+    assert!(calibrate::fit(&points).is_err());
+}
