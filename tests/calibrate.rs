@@ -2,14 +2,14 @@
 //! token ratio: it finds them, steps at a compaction, shrugs off outliers,
 //! anchors what-ifs on the reported figure and says why when it cannot fit.
 
-use ctxlens::analysis::calibrate::{self, Point, Source};
+use ctxlens::analysis::calibrate::{self, Point, SessionFit, Source};
 
 /// Calls with estimates growing by `step` from `start`, reported as
 /// `prefix + ratio × estimate`; the call ids from `first`.
 fn calls(first: i64, n: usize, start: f64, step: f64, prefix: f64, ratio: f64) -> Vec<Point> {
     (0..n)
         .map(|i| {
-            let estimate = start + step * i as f64 + (i % 3) as f64 * 37.0;
+            let estimate = (start + step * i as f64 + (i % 3) as f64 * 37.0).round();
             Point {
                 call: first + i as i64,
                 estimate,
@@ -107,21 +107,35 @@ fn growth_the_estimate_does_not_explain_is_flagged() {
 fn counts_say_whether_they_are_reported_anchored_or_fitted() {
     let mut points = calls(1, 12, 1_000.0, 900.0, 24_000.0, 1.3);
     points[5].reported = None;
-    let fit = calibrate::fit(&points).unwrap();
-    let recorded = points[3].estimate;
-    let reported = points[3].reported.unwrap();
+    let session = SessionFit {
+        fit: calibrate::fit(&points),
+        points: points.clone(),
+    };
+    let recorded = points[3].estimate as u64;
+    let reported = points[3].reported.unwrap().round() as u64;
     assert_eq!(
-        fit.count(&points, 3, recorded),
-        (reported, Source::Reported)
+        session.count(4, recorded, true),
+        Some((reported, Source::Reported))
     );
     // The same call under a policy that sends 1,000 estimated tokens less.
-    let (anchored, source) = fit.count(&points, 3, recorded - 1_000.0);
-    assert_eq!(source, Source::Anchored);
-    assert!(close(anchored, reported - 1_300.0, 1e-6));
-    // A call without usage gets its segment's line.
-    let (fitted, source) = fit.count(&points, 5, points[5].estimate);
+    assert_eq!(
+        session.count(4, recorded - 1_000, false),
+        Some((reported - 1_300, Source::Anchored))
+    );
+    // A call without usage gets its segment's line, whatever the policy.
+    let (fitted, source) = session.count(6, points[5].estimate as u64, true).unwrap();
     assert_eq!(source, Source::Fit);
-    assert!(close(fitted, 24_000.0 + 1.3 * points[5].estimate, 1.0));
+    assert!(close(
+        fitted as f64,
+        24_000.0 + 1.3 * points[5].estimate,
+        1.0
+    ));
+    // A session that is not calibrated has no calibrated counts.
+    let sparse = SessionFit {
+        fit: calibrate::fit(&points[..4]),
+        points: points[..4].to_vec(),
+    };
+    assert_eq!(sparse.count(2, recorded, true), None);
 }
 
 #[test]

@@ -18,7 +18,12 @@
 //! [`SEGMENT_CALLS`] calls with usage and its own ratio once it has
 //! [`RATIO_CALLS`]; until then it carries the segment before's.
 
+use std::ops::ControlFlow;
+
 use serde::Serialize;
+
+use super::{PolicyChoice, ProjectionCache, each_call};
+use crate::model::{Kind, SessionLog};
 
 /// Calls with reported usage below which a session is not calibrated.
 pub const MIN_CALLS: usize = 5;
@@ -202,28 +207,6 @@ pub fn fit(points: &[Point]) -> Result<Calibration, String> {
     })
 }
 
-impl Calibration {
-    /// The calibrated count of the point at `index` (of those given to
-    /// [`fit`]) for a context we estimate at `estimate` tokens: the reported
-    /// figure when that is the recorded context, anchored on it when the
-    /// call has one, else the segment's fit.
-    pub fn count(&self, points: &[Point], index: usize, estimate: f64) -> (f64, Source) {
-        let point = &points[index];
-        let segment = &self.segments[self.segment_of[index]];
-        match reported(point) {
-            Some(r) if estimate == point.estimate => (r, Source::Reported),
-            Some(r) => (
-                (r + segment.token_ratio * (estimate - point.estimate)).max(0.0),
-                Source::Anchored,
-            ),
-            None => (
-                segment.unseen_prefix + segment.token_ratio * estimate,
-                Source::Fit,
-            ),
-        }
-    }
-}
-
 /// A call with usage as the fit sees it: its segment, estimate and report.
 type Known = (usize, f64, f64);
 
@@ -401,4 +384,80 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     } else {
         upper
     })
+}
+
+/// A session's calls as the fit sees them, in id order, and its fit.
+pub struct SessionFit {
+    pub points: Vec<Point>,
+    pub fit: Result<Calibration, String>,
+}
+
+impl SessionFit {
+    /// The calibrated count of call `id` for a context we estimate at
+    /// `estimate` tokens: the reported figure for the recorded context,
+    /// anchored on it under another policy, else the call's segment's line.
+    /// `None` when the session is not calibrated.
+    pub fn count(&self, id: i64, estimate: u64, recorded: bool) -> Option<(u64, Source)> {
+        let fit = self.fit.as_ref().ok()?;
+        let index = self.points.binary_search_by_key(&id, |p| p.call).ok()?;
+        let point = &self.points[index];
+        let segment = &fit.segments[fit.segment_of[index]];
+        let estimate = estimate as f64;
+        let (tokens, source) = match reported(point) {
+            Some(r) if recorded => (r, Source::Reported),
+            Some(r) => (
+                r + segment.token_ratio * (estimate - point.estimate),
+                Source::Anchored,
+            ),
+            None => (
+                segment.unseen_prefix + segment.token_ratio * estimate,
+                Source::Fit,
+            ),
+        };
+        Some((tokens.max(0.0).round() as u64, source))
+    }
+}
+
+/// Fits `session`: each call's recorded context (projected under its own
+/// policy) against the input its provider reported. A compaction since the
+/// call before (a compaction event, or another summary in force) starts a
+/// segment.
+pub fn session(session: &SessionLog, cache: &mut ProjectionCache) -> SessionFit {
+    let mut points = Vec::with_capacity(session.calls.len());
+    let mut compactions: Vec<i64> = session
+        .events
+        .iter()
+        .filter(|e| e.kind == Kind::Compaction)
+        .map(|e| e.seq)
+        .collect();
+    compactions.sort_unstable();
+    let mut before: Option<(i64, Option<i64>)> = None;
+    each_call(
+        session,
+        &PolicyChoice::default(),
+        cache,
+        |call, projected| {
+            let Ok(projected) = projected else {
+                return ControlFlow::Continue(());
+            };
+            let summary = projected.summary().map(|s| s.id);
+            let starts_segment = before.is_some_and(|(last_seq, was)| {
+                let next = compactions.partition_point(|&seq| seq <= last_seq);
+                was != summary
+                    || compactions
+                        .get(next)
+                        .is_some_and(|&seq| seq <= call.last_seq)
+            });
+            before = Some((call.last_seq, summary));
+            points.push(Point {
+                call: call.id,
+                estimate: projected.total_tokens as f64,
+                reported: call.usage.input_tokens.map(|t| t as f64),
+                starts_segment,
+            });
+            ControlFlow::Continue(())
+        },
+    );
+    let fit = fit(&points);
+    SessionFit { points, fit }
 }

@@ -6,6 +6,7 @@ use std::ops::ControlFlow;
 
 use serde::Serialize;
 
+use super::calibrate::{self, Source};
 use super::{PolicyChoice, ProjectionCache, each_call};
 use crate::engine::{ItemRef, Projected};
 use crate::model::{Eviction, Log, ModelCall, SessionLog};
@@ -31,6 +32,10 @@ pub struct CallReplay {
     pub reported_input_tokens: Option<i64>,
     /// (estimate - reported) / reported.
     pub estimate_error: Option<f64>,
+    /// What the provider would have counted for this context, where the
+    /// session's usage calibrates it (see `calibrate`), and how it was made.
+    pub calibrated_tokens: Option<u64>,
+    pub calibration_source: Option<Source>,
     /// The triggers that fired at this call (seed 001), and whether it compacted.
     pub triggers: Vec<&'static str>,
     pub compacted: bool,
@@ -114,6 +119,7 @@ fn replay_session(
     cache: &mut ProjectionCache,
     out: &mut Vec<CallReplay>,
 ) {
+    let calibration = calibrate::session(session, cache);
     let mut previous: Vec<ItemRef> = Vec::new();
     each_call(session, choice, cache, |call, projected| {
         let replayed = match projected {
@@ -121,6 +127,12 @@ fn replay_session(
                 let reused = projected.prefix_reused_tokens(&previous);
                 let mut replayed = compare(session, call, &projected, reused);
                 replayed.no_progress = projected.made_no_progress();
+                if let Some((tokens, source)) =
+                    calibration.count(call.id, projected.total_tokens, choice.is_recorded())
+                {
+                    replayed.calibrated_tokens = Some(tokens);
+                    replayed.calibration_source = Some(source);
+                }
                 previous = projected.order;
                 replayed
             }
@@ -138,6 +150,8 @@ fn replay_session(
                 over_budget: false,
                 reported_input_tokens: call.usage.input_tokens,
                 estimate_error: None,
+                calibrated_tokens: None,
+                calibration_source: None,
                 triggers: Vec::new(),
                 compacted: false,
                 no_progress: false,
@@ -198,6 +212,8 @@ pub fn compare(
         estimate_error: reported
             .filter(|&r| r > 0)
             .map(|r| (projected.total_tokens as f64 - r as f64) / r as f64),
+        calibrated_tokens: None,
+        calibration_source: None,
         triggers: projected.fired.clone(),
         compacted: projected.compacted,
         no_progress: false,

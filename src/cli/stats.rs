@@ -7,7 +7,9 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{Outcome, print_json, thousands};
+use crate::analysis::ProjectionCache;
 use crate::analysis::activity::Activity;
+use crate::analysis::calibrate::{self, Calibration, Cause};
 use crate::analysis::check::{InFlight, check_log};
 use crate::log::Store;
 use crate::model::{Kind, SessionLog};
@@ -38,6 +40,10 @@ struct SessionStats {
     estimate: Estimate,
     /// Summed from `model_calls`: what the provider said.
     reported: Reported,
+    /// How estimates map to what the provider reported; `None` with the
+    /// reason when they cannot be calibrated.
+    calibration: Option<Calibration>,
+    calibration_reason: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -62,15 +68,23 @@ pub fn run(path: &Path, encoding: Encoding, as_json: bool) -> anyhow::Result<Out
     let activity = super::activity(&store, &log);
     let in_flight = check_log(&log, &activity).in_flight;
     let mut cache = TokenCache::new();
+    let mut projections = ProjectionCache::default();
     let sessions: Vec<SessionStats> = log
         .sessions
         .iter()
         .zip(activity)
         .map(|(s, activity)| {
             let waiting = in_flight.iter().filter(|f| f.session == s.id()).cloned();
+            let (calibration, calibration_reason) =
+                match calibrate::session(s, &mut projections).fit {
+                    Ok(fit) => (Some(fit), None),
+                    Err(reason) => (None, Some(reason)),
+                };
             SessionStats {
                 activity,
                 in_flight: waiting.collect(),
+                calibration,
+                calibration_reason,
                 ..session_stats(s, encoding, &mut cache)
             }
         })
@@ -120,6 +134,8 @@ fn session_stats(s: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> 
         calls: s.calls.len(),
         activity: Activity::default(),
         in_flight: Vec::new(),
+        calibration: None,
+        calibration_reason: None,
         estimate: Estimate {
             events: total,
             by_kind,
@@ -174,5 +190,47 @@ fn print_text(stats: &Stats) {
                 thousands(r.output_tokens)
             ),
         }
+        print_calibration(s);
+    }
+}
+
+fn print_calibration(s: &SessionStats) {
+    let Some(c) = &s.calibration else {
+        let reason = s.calibration_reason.as_deref().unwrap_or("");
+        println!("  not calibrated: {reason}");
+        return;
+    };
+    let line = |prefix: f64, ratio: f64| {
+        let sign = if prefix < 0.0 { "-" } else { "+" };
+        format!(
+            "{sign}{} unseen prefix, x{ratio:.2}",
+            thousands(prefix.abs().round() as u64)
+        )
+    };
+    println!(
+        "  calibrated on {} calls: {}; median error {:.1}%, holdout median error {:.1}% ({} calls)",
+        c.calls,
+        line(c.unseen_prefix, c.token_ratio),
+        c.median_abs_error * 100.0,
+        c.holdout.median_abs_error * 100.0,
+        c.holdout.calls
+    );
+    for segment in c.segments.iter().skip(1) {
+        let after = match segment.cause {
+            Cause::Compaction => "a compaction",
+            _ => "unseen growth",
+        };
+        println!(
+            "    from call {} (after {after}): {}",
+            segment.from_call,
+            line(segment.unseen_prefix, segment.token_ratio)
+        );
+    }
+    for growth in &c.unseen_growth {
+        println!(
+            "  call {}: the host sent ~{} tokens the transcript does not hold",
+            growth.call,
+            thousands(growth.tokens.max(0) as u64)
+        );
     }
 }
