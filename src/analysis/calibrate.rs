@@ -127,6 +127,15 @@ impl Source {
             Source::Fit => "fit",
         }
     }
+
+    /// The source in a few words, for text output.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Source::Reported => "reported by the provider for this context",
+            Source::Anchored => "the call's reported usage moved by the estimated difference",
+            Source::Fit => "fitted from the session's usage",
+        }
+    }
 }
 
 /// Fits a session's calls, in call order; or says why it cannot.
@@ -386,6 +395,18 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     })
 }
 
+/// A calibrated count and how it was made.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Note {
+    #[serde(skip)]
+    pub tokens: u64,
+    pub source: Source,
+    /// The line of the call's segment.
+    pub unseen_prefix: f64,
+    pub token_ratio: f64,
+    pub segment_from_call: i64,
+}
+
 /// A session's calls as the fit sees them, in id order, and its fit.
 pub struct SessionFit {
     pub points: Vec<Point>,
@@ -398,6 +419,12 @@ impl SessionFit {
     /// anchored on it under another policy, else the call's segment's line.
     /// `None` when the session is not calibrated.
     pub fn count(&self, id: i64, estimate: u64, recorded: bool) -> Option<(u64, Source)> {
+        self.note(id, estimate, recorded)
+            .map(|n| (n.tokens, n.source))
+    }
+
+    /// [`count`](Self::count) with the line it used.
+    pub fn note(&self, id: i64, estimate: u64, recorded: bool) -> Option<Note> {
         let fit = self.fit.as_ref().ok()?;
         let index = self.points.binary_search_by_key(&id, |p| p.call).ok()?;
         let point = &self.points[index];
@@ -414,7 +441,13 @@ impl SessionFit {
                 Source::Fit,
             ),
         };
-        Some((tokens.max(0.0).round() as u64, source))
+        Some(Note {
+            tokens: tokens.max(0.0).round() as u64,
+            source,
+            unseen_prefix: segment.unseen_prefix,
+            token_ratio: segment.token_ratio,
+            segment_from_call: segment.from_call,
+        })
     }
 }
 

@@ -2,7 +2,10 @@
 
 use std::path::Path;
 
+use serde::Serialize;
+
 use super::{Outcome, load, print_json, thousands};
+use crate::analysis::calibrate::{self, Note};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::engine::Projection;
 
@@ -35,8 +38,15 @@ pub fn run(
     let mut cache = ProjectionCache::default();
     let (policy, projected) = project_call(session, call, choice, &mut cache)?;
     let projection = projected.render(&policy);
+    let fitted = calibrate::session(session, &mut cache);
+    let calibrated = fitted.note(call.id, projection.total_tokens, choice.is_recorded());
     if as_json {
-        print_json(&projection)?;
+        print_json(&Calibrated {
+            projection: &projection,
+            calibrated_tokens: calibrated.as_ref().map(|c| c.tokens),
+            calibration_reason: fitted.fit.as_ref().err(),
+            calibration: calibrated.as_ref(),
+        })?;
     } else {
         let source = if choice.is_recorded() && call.policy.is_some() {
             "recorded policy"
@@ -46,8 +56,30 @@ pub fn run(
             "policy as given"
         };
         print_text(&projection, policy.preset.name(), source);
+        match (&calibrated, &fitted.fit) {
+            (Some(c), _) => println!(
+                "calibrated: ~{} tokens as the provider counts ({}: unseen prefix {}, x{:.2})",
+                thousands(c.tokens),
+                c.source.explain(),
+                thousands(c.unseen_prefix.round() as i64),
+                c.token_ratio
+            ),
+            (None, Err(reason)) => println!("not calibrated: {reason}"),
+            (None, Ok(_)) => {}
+        }
     }
     Ok(Outcome::Done)
+}
+
+/// The projection with its calibrated count.
+#[derive(Serialize)]
+struct Calibrated<'a> {
+    #[serde(flatten)]
+    projection: &'a Projection,
+    calibrated_tokens: Option<u64>,
+    calibration: Option<&'a Note>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calibration_reason: Option<&'a String>,
 }
 
 fn print_text(p: &Projection, preset: &str, source: &str) {
