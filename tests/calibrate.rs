@@ -156,3 +156,99 @@ fn too_little_usage_or_none_that_follows_the_estimates_is_said() {
     }
     assert!(calibrate::fit(&points).is_err());
 }
+
+/// A file of the real transcripts folder beside the repository, or `None`
+/// (with a note) when the folder is absent.
+fn data(path: &str) -> Option<std::path::PathBuf> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(path);
+    if path.exists() {
+        Some(path)
+    } else {
+        eprintln!("skipped: {} is absent", path.display());
+        None
+    }
+}
+
+/// The fit of the session with the most calls in `log`, with the usage of
+/// the calls `drop` picks (by their position among the calls with usage)
+/// removed first; and the removed figures by call id.
+fn fit_without(
+    log: &std::path::Path,
+    drop: impl Fn(usize, usize) -> bool,
+) -> (SessionFit, Vec<(i64, u64)>) {
+    let mut log = ctxlens::log::Store::open(log).unwrap().load().unwrap();
+    let session = log
+        .sessions
+        .iter_mut()
+        .max_by_key(|s| s.calls.len())
+        .unwrap();
+    session.calls.sort_by_key(|c| c.id);
+    let with_usage: Vec<usize> = (0..session.calls.len())
+        .filter(|&i| session.calls[i].usage.input_tokens.is_some_and(|t| t > 0))
+        .collect();
+    let mut removed = Vec::new();
+    for (nth, &i) in with_usage.iter().enumerate() {
+        if drop(nth, with_usage.len()) {
+            let call = &mut session.calls[i];
+            removed.push((call.id, call.usage.input_tokens.unwrap() as u64));
+            call.usage.input_tokens = None;
+        }
+    }
+    let mut cache = ctxlens::analysis::ProjectionCache::default();
+    (calibrate::session(session, &mut cache), removed)
+}
+
+/// The median relative error of the fitted counts of the removed calls.
+fn fitted_error(fit: &SessionFit, removed: &[(i64, u64)]) -> f64 {
+    let mut errors: Vec<f64> = removed
+        .iter()
+        .map(|&(call, reported)| {
+            let estimate =
+                fit.points[fit.points.binary_search_by_key(&call, |p| p.call).unwrap()].estimate;
+            let (tokens, source) = fit.count(call, estimate as u64, true).unwrap();
+            assert_eq!(source, Source::Fit);
+            (tokens as f64 - reported as f64).abs() / reported as f64
+        })
+        .collect();
+    errors.sort_by(f64::total_cmp);
+    errors[errors.len() / 2]
+}
+
+#[test]
+fn a_real_claude_code_session_with_a_compaction_is_calibrated_within_a_few_percent() {
+    let Some(src) = data("claude-code/spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl") else {
+        return;
+    };
+    let dir = tempfile::TempDir::new().unwrap();
+    let log = dir.path().join("cc.db");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ctxlens"))
+        .args(["import", "claude-code"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let (whole, _) = fit_without(&log, |_, _| false);
+    let fit = whole.fit.as_ref().unwrap();
+    assert!(
+        fit.segments
+            .iter()
+            .any(|s| s.cause == calibrate::Cause::Compaction)
+    );
+    assert!((5_000.0..80_000.0).contains(&fit.unseen_prefix), "{fit:?}");
+    assert!(fit.median_abs_error <= 0.05, "{fit:?}");
+    assert!(fit.holdout.median_abs_error <= 0.05, "{fit:?}");
+
+    let (third, removed) = fit_without(&log, |nth, _| nth % 3 == 2);
+    assert!(fitted_error(&third, &removed) <= 0.04);
+    let (quarter, removed) = fit_without(&log, |nth, n| nth >= n * 3 / 4);
+    assert!(fitted_error(&quarter, &removed) <= 0.05);
+}
