@@ -30,7 +30,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io;
 
-use unicode_width::UnicodeWidthStr;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 /// Whether `c` is a bidi embedding, override or isolate (or their pops).
 fn is_bidi(c: char) -> bool {
@@ -100,6 +100,37 @@ pub fn escape_row(text: &str) -> Cow<'_, str> {
 /// The columns `text` takes on a terminal once escaped as a row.
 pub fn width(text: &str) -> usize {
     escape_row(text).width()
+}
+
+/// `text` escaped as a row ([`escape_row`]) and cut to at most `columns`
+/// terminal columns, ending in `…` when cut; an escape is never cut in two.
+pub fn truncate_row(text: &str, columns: usize) -> Cow<'_, str> {
+    let whole = escape_row(text);
+    if whole.width() <= columns {
+        return whole;
+    }
+    let Some(limit) = columns.checked_sub(1) else {
+        return Cow::Borrowed("");
+    };
+    let mut out = String::new();
+    let mut used = 0;
+    let mut buffer = [0; 4];
+    for c in text.chars() {
+        let piece = escape_row(c.encode_utf8(&mut buffer));
+        let w: usize = piece.chars().map(|c| c.width().unwrap_or(0)).sum();
+        if used + w > limit {
+            break;
+        }
+        out.push_str(&piece);
+        used += w;
+    }
+    // A sequence can be wider than its characters (an emoji and its variation
+    // selector): count as the terminal does.
+    while out.width() > limit {
+        out.pop();
+    }
+    out.push('…');
+    Cow::Owned(out)
 }
 
 /// Prints one line of text on stdout, escaped (newlines and tabs kept).
@@ -191,6 +222,21 @@ mod tests {
         assert_eq!(width("\x1b[2J"), 5);
         assert_eq!(width("日本"), 4);
         assert_eq!(width("\u{202e}"), 8);
+    }
+
+    #[test]
+    fn a_cut_row_fits_its_columns_and_keeps_escapes_whole() {
+        assert_eq!(truncate_row("abc", 3), "abc");
+        assert_eq!(truncate_row("abcd", 3), "ab…");
+        assert_eq!(truncate_row("a\u{202e}bc", 8), "a…");
+        assert_eq!(truncate_row("a\u{202e}bc", 10), "a\\u{202e}…");
+        assert_eq!(truncate_row("日本語", 4), "日…");
+        assert_eq!(truncate_row("x\ty", 6), "x    y");
+        assert_eq!(truncate_row("abc", 0), "");
+        for n in 0..40 {
+            let cut = truncate_row("\x1b]0;pwned\x07 日本 ❤\u{fe0f} done", n);
+            assert!(cut.width() <= n, "{n}: {cut}");
+        }
     }
 
     #[test]

@@ -171,12 +171,11 @@ fn seqs(seqs: &[i64]) -> String {
     }
 }
 
-/// The first line of `text`, escaped, cut to `width` characters.
+/// The first line of `text`, escaped, cut to `width` columns.
 fn first_line(text: &str, width: usize) -> String {
     let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let line = escape_line(line);
-    let mut out: String = line.chars().take(width).collect();
-    if line.chars().count() > width || text.lines().nth(1).is_some() {
+    let mut out = crate::display::truncate_row(line, width + 1).into_owned();
+    if text.lines().nth(1).is_some() && !out.ends_with('…') {
         out.push('…');
     }
     out
