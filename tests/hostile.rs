@@ -36,8 +36,9 @@ fn ts(second: i64) -> String {
 }
 
 /// A log with hostile text in every field a command or the inspector shows:
-/// event content, tool name, call id, session id, title and meta, event meta,
-/// a timestamp, a summary, an injection; and a second, plain session.
+/// event content, tool name, call id, kind, session id, title and meta, event
+/// meta, a timestamp, a summary, an injection, a model's name; and a second,
+/// plain session.
 fn hostile_log(dir: &Path) -> PathBuf {
     let path = dir.join("hostile.db");
     let mut w = Writer::create(&path).unwrap();
@@ -147,6 +148,14 @@ fn hostile_log(dir: &Path) -> PathBuf {
     }])
     .unwrap();
     w.finish().unwrap();
+    // A kind no writer would write: its loader note quotes it.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "INSERT INTO events (seq, session_id, turn, ts, kind, content) VALUES (101, ?1, 1, ?2, ?3, 'odd')",
+            rusqlite::params![SESSION, ts(99), format!("kind{TITLE}")],
+        )
+        .unwrap();
     path
 }
 
@@ -247,7 +256,11 @@ fn every_text_output_shows_the_controls_escaped() {
     shows(
         "check",
         &check,
-        &[r"[s\e[2J\u{202e}1]", r"yesterday\e]0;pwned\x07"],
+        &[
+            r"[s\e[2J\u{202e}1]",
+            r"yesterday\e]0;pwned\x07",
+            r"unknown event kind 'kind\e]0;pwned\x07'",
+        ],
     );
     let (replay, _) = run(&["replay", log]);
     shows("replay", &replay, &["calls:"]);
