@@ -175,6 +175,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    quiet_panics();
     let args = Args::parse();
     let result = match (args.command, args.log) {
         (Some(Command::Check { log, json }), _) => cli::check::run(&log, json),
@@ -256,6 +257,35 @@ fn main() -> ExitCode {
         }
     };
     cli::exit(result)
+}
+
+/// A panic's message can quote text from a log (a slice of it, say): it is
+/// printed escaped, as every error is.
+fn quiet_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("Box<dyn Any>");
+        let thread = std::thread::current();
+        let location = info
+            .location()
+            .map_or(String::new(), |l| format!(" at {l}"));
+        ctxlens::say_err!(
+            "thread '{}' panicked{location}:\n{message}",
+            thread.name().unwrap_or("<unnamed>")
+        );
+        let backtrace = std::backtrace::Backtrace::capture();
+        if backtrace.status() == std::backtrace::BacktraceStatus::Captured {
+            eprintln!("{backtrace}");
+        } else {
+            eprintln!(
+                "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace"
+            );
+        }
+    }));
 }
 
 /// A folder, JSON or JSON lines, or a SQLite file of another tool: what

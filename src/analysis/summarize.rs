@@ -80,8 +80,16 @@ pub fn run_command(command: &str, input: &str) -> Result<String, String> {
     let mut stdin = child.stdin.take().expect("stdin was piped");
     let input = input.to_string();
     // Written from another thread, so a command that prints before reading all
-    // of its input cannot deadlock us.
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    // of its input cannot deadlock us. A command may also exit without reading
+    // it all (`echo summary`): that broken pipe is no error of ours, and what
+    // the command printed and its exit status still decide.
+    let writer = std::thread::spawn(move || {
+        no_sigpipe_on_this_thread();
+        match stdin.write_all(input.as_bytes()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            other => other,
+        }
+    });
     let out = child
         .wait_with_output()
         .map_err(|e| format!("`{command}` failed: {e}"))?;
@@ -99,6 +107,22 @@ pub fn run_command(command: &str, input: &str) -> Result<String, String> {
         return Err(format!("`{command}` printed nothing"));
     }
     Ok(text)
+}
+
+/// Blocks SIGPIPE on the calling thread, so a write to a closed pipe fails
+/// with EPIPE instead of ending the process (the binary restores SIGPIPE's
+/// default action for `ctxlens ... | head`). A SIGPIPE raised by this thread's
+/// writes stays pending on it and goes with it when it ends.
+fn no_sigpipe_on_this_thread() {
+    #[cfg(unix)]
+    // SAFETY: changes the signal mask of the calling thread only, with a set
+    // initialised by sigemptyset.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 /// Every summary `session` needs under `choice`, in the order the calls need

@@ -6,7 +6,9 @@ use serde_json::json;
 
 use super::{Outcome, activity, print_json};
 use crate::analysis::check::{check_log, schema_problem};
+use crate::display::escape_line;
 use crate::log::Store;
+use crate::say;
 
 pub fn run(path: &Path, as_json: bool) -> anyhow::Result<Outcome> {
     let mut store = Store::open(path)?;
@@ -42,32 +44,32 @@ pub fn run(path: &Path, as_json: bool) -> anyhow::Result<Outcome> {
         let several = log.sessions.len() > 1;
         let tag = |session: &str| {
             if several {
-                format!("[{session}] ")
+                format!("[{}] ", escape_line(session))
             } else {
                 String::new()
             }
         };
         for p in problems {
             let seq = p.seq.map_or("-".to_string(), |s| s.to_string());
-            println!(
+            say!(
                 "{}seq {seq:>5}  {:<18} {}",
                 tag(&p.session),
                 p.kind.as_str(),
-                p.message
+                escape_line(&p.message)
             );
         }
         for f in &report.in_flight {
-            println!(
+            say!(
                 "{}seq {:>5}  {:<18} {}",
                 tag(&f.session),
                 f.seq,
                 "in_flight",
-                f.message
+                escape_line(&f.message)
             );
         }
         for (s, a) in log.sessions.iter().zip(&activity) {
             if a.ended_at.is_none() {
-                println!("session {}: {}", s.id(), a.explain());
+                say!("session {}: {}", escape_line(s.id()), a.explain());
             }
         }
         let in_flight = match report.in_flight.len() {
@@ -75,14 +77,14 @@ pub fn run(path: &Path, as_json: bool) -> anyhow::Result<Outcome> {
             n => format!("; {n} in flight"),
         };
         match problems.len() {
-            0 => println!(
+            0 => say!(
                 "{}: no problems ({} sessions, {} events{in_flight})",
                 path.display(),
                 log.sessions.len(),
                 log.event_count()
             ),
-            1 => println!("{}: 1 problem{in_flight}", path.display()),
-            n => println!("{}: {n} problems{in_flight}", path.display()),
+            1 => say!("{}: 1 problem{in_flight}", path.display()),
+            n => say!("{}: {n} problems{in_flight}", path.display()),
         }
     }
     Ok(if problems.is_empty() {

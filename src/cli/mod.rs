@@ -1,5 +1,6 @@
 //! The commands behind the binary: each loads what it needs, asks the library,
-//! and prints the answer as text or JSON.
+//! and prints the answer as text or JSON. Every line goes through [`crate::say!`]
+//! or [`print_json`], so text from a log never reaches the terminal raw.
 
 pub mod check;
 pub mod import;
@@ -33,7 +34,7 @@ pub fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
         Ok(Outcome::Found) => ExitCode::from(1),
         Ok(Outcome::Usage) => ExitCode::from(2),
         Err(error) => {
-            eprintln!("ctxlens: {error:#}");
+            crate::say_err!("ctxlens: {error:#}");
             ExitCode::from(2)
         }
     }
@@ -85,9 +86,10 @@ pub fn policy_choice(
     Ok(choice)
 }
 
-/// Prints a value as one line of JSON.
+/// Prints a value as one line of JSON, with every control character escaped
+/// (DEL, C1 and bidi controls too: see [`crate::display`]).
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string(value)?);
+    println!("{}", crate::display::to_json(value)?);
     Ok(())
 }
 

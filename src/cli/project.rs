@@ -7,7 +7,9 @@ use serde::Serialize;
 use super::{Outcome, load, print_json, thousands};
 use crate::analysis::calibrate::{self, Note};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
+use crate::display::escape_line;
 use crate::engine::Projection;
+use crate::say;
 
 pub fn run(
     path: &Path,
@@ -83,17 +85,25 @@ struct Calibrated<'a> {
 }
 
 fn print_text(p: &Projection, preset: &str, source: &str) {
-    println!(
+    say!(
         "call {} · session {} · turn {} · last_seq {} · {preset} ({source})",
-        p.call, p.session, p.turn, p.last_seq
+        p.call,
+        escape_line(&p.session),
+        p.turn,
+        p.last_seq
     );
-    println!();
-    println!(
+    say!();
+    say!(
         "{:>4}  {:<9} {:<11} {:<11} {:<11} {:>7}  text",
-        "#", "role", "kind", "seqs", "status", "tokens"
+        "#",
+        "role",
+        "kind",
+        "seqs",
+        "status",
+        "tokens"
     );
     for (i, item) in p.context.iter().enumerate() {
-        println!(
+        say!(
             "{:>4}  {:<9} {:<11} {:<11} {:<11} {:>7}  {}",
             i + 1,
             item.role,
@@ -106,8 +116,8 @@ fn print_text(p: &Projection, preset: &str, source: &str) {
     }
     let changed: Vec<_> = p.events.iter().filter(|r| r.reducer.is_some()).collect();
     if !changed.is_empty() {
-        println!();
-        println!("not verbatim ({} events):", changed.len());
+        say!();
+        say!("not verbatim ({} events):", changed.len());
         // Neighbours with the same disposition and reason print as one range.
         let mut runs: Vec<(i64, i64, &crate::engine::Row)> = Vec::new();
         for row in changed {
@@ -128,30 +138,31 @@ fn print_text(p: &Projection, preset: &str, source: &str) {
             } else {
                 format!("{from}..{to}")
             };
-            println!(
+            say!(
                 "  seq {seqs:>11}  {:<11} {:<13} {}",
                 row.status,
                 row.reducer.unwrap_or(""),
-                row.reason.as_deref().unwrap_or("")
+                escape_line(row.reason.as_deref().unwrap_or(""))
             );
         }
     }
-    println!();
+    say!();
     if !p.triggers.is_empty() {
-        println!(
+        say!(
             "fired: {}{}",
             p.triggers.join(", "),
             if p.compacted { " (compacted here)" } else { "" }
         );
     }
     if let Some(span) = p.needs_summary {
-        println!(
+        say!(
             "needs a summary of seqs {}..{}: no recorded summary covers it",
-            span.from_seq, span.to_seq
+            span.from_seq,
+            span.to_seq
         );
     }
     if let Some(trim) = &p.pretrim {
-        println!(
+        say!(
             "  a summarizer would get {} of its {} tokens (window {}): {} tool outputs cut to {} lines, {} events left out",
             thousands(trim.tokens_after),
             thousands(trim.tokens_before),
@@ -162,10 +173,10 @@ fn print_text(p: &Projection, preset: &str, source: &str) {
         );
     }
     for error in &p.errors {
-        println!("error ({}): {}", error.kind, error.message);
+        say!("error ({}): {}", error.kind, escape_line(&error.message));
     }
     let share = p.total_tokens as f64 * 100.0 / p.budget.target.max(1) as f64;
-    println!(
+    say!(
         "total {} tokens of target {} ({share:.0}%), usable {}{}{}",
         thousands(p.total_tokens),
         thousands(p.budget.target),
@@ -192,11 +203,11 @@ fn seqs(seqs: &[i64]) -> String {
     }
 }
 
-/// The first line of `text`, cut to `width` characters.
+/// The first line of `text`, escaped, cut to `width` columns.
 fn first_line(text: &str, width: usize) -> String {
     let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let mut out: String = line.chars().take(width).collect();
-    if line.chars().count() > width || text.lines().nth(1).is_some() {
+    let mut out = crate::display::truncate_row(line, width + 1).into_owned();
+    if text.lines().nth(1).is_some() && !out.ends_with('…') {
         out.push('…');
     }
     out

@@ -5,6 +5,8 @@ use std::path::Path;
 use super::{Outcome, load, print_json, thousands};
 use crate::analysis::replay::{Difference, replay};
 use crate::analysis::{PolicyChoice, ProjectionCache};
+use crate::display::escape_line;
+use crate::say;
 
 pub fn run(
     path: &Path,
@@ -20,12 +22,20 @@ pub fn run(
     if as_json {
         print_json(&report)?;
     } else {
-        println!(
+        say!(
             "{:>1} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7}  {:<7} {:<14} differences",
-            "", "call", "turn", "tokens", "reused", "reported", "error", "summary", "trigger"
+            "",
+            "call",
+            "turn",
+            "tokens",
+            "reused",
+            "reported",
+            "error",
+            "summary",
+            "trigger"
         );
         for c in &report.calls {
-            println!(
+            say!(
                 "{:>1} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7}  {:<7} {:<14} {}",
                 if c.matches_record { "" } else { "*" },
                 c.call,
@@ -49,14 +59,15 @@ pub fn run(
                     }
             );
         }
-        println!();
+        say!();
         if report.no_progress > 0 {
-            println!(
+            say!(
                 "{} compactions left 95% or more of the tokens (longest run: {})",
-                report.no_progress, report.no_progress_run
+                report.no_progress,
+                report.no_progress_run
             );
         }
-        println!(
+        say!(
             "{} calls: {} match the record, {} diverge{}",
             report.calls.len(),
             report.matching,
@@ -91,7 +102,7 @@ fn describe(differences: &[Difference], total: usize) -> String {
                 recorded.map_or("none".into(), |v| format!("v{v}")),
                 projected.map_or("none".into(), |v| format!("v{v}"))
             )),
-            Difference::Unreadable { message } => words.push(message.clone()),
+            Difference::Unreadable { message } => words.push(escape_line(message).into_owned()),
             Difference::Eviction { .. } => {}
         }
     }

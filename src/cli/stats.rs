@@ -11,8 +11,10 @@ use crate::analysis::ProjectionCache;
 use crate::analysis::activity::Activity;
 use crate::analysis::calibrate::{self, Calibration, Cause};
 use crate::analysis::check::{InFlight, check_log};
+use crate::display::escape_line;
 use crate::log::Store;
 use crate::model::{Kind, SessionLog};
+use crate::say;
 use crate::tokens::{Encoding, TokenCache};
 
 #[derive(Serialize)]
@@ -147,20 +149,24 @@ fn session_stats(s: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> 
 
 fn print_text(stats: &Stats) {
     let plural = if stats.sessions.len() == 1 { "" } else { "s" };
-    println!("{}: {} session{plural}", stats.file, stats.sessions.len());
+    say!("{}: {} session{plural}", stats.file, stats.sessions.len());
     for s in &stats.sessions {
-        println!();
+        say!();
         match &s.title {
-            Some(title) => println!("session {} \"{title}\"", s.id),
-            None => println!("session {}", s.id),
+            Some(title) => say!("session {} \"{}\"", escape_line(&s.id), escape_line(title)),
+            None => say!("session {}", escape_line(&s.id)),
         }
-        println!(
+        say!(
             "  {} turns, {} steps, {} events, {} summaries, {} model calls",
-            s.turns, s.steps, s.events, s.summaries, s.calls
+            s.turns,
+            s.steps,
+            s.events,
+            s.summaries,
+            s.calls
         );
-        println!("  {}", s.activity.explain());
+        say!("  {}", s.activity.explain());
         for f in &s.in_flight {
-            println!("  in flight: {} (seq {})", f.message, f.seq);
+            say!("  in flight: {} (seq {})", escape_line(&f.message), f.seq);
         }
         let kinds: Vec<String> = Kind::ALL
             .iter()
@@ -171,7 +177,7 @@ fn print_text(stats: &Stats) {
                 ))
             })
             .collect();
-        println!(
+        say!(
             "  estimate ({}): {} tokens of events ({}); summaries {}",
             stats.encoding,
             thousands(s.estimate.events),
@@ -180,8 +186,8 @@ fn print_text(stats: &Stats) {
         );
         let r = &s.reported;
         match r.last_input_tokens {
-            None => println!("  reported by the provider: no usage recorded"),
-            Some(last) => println!(
+            None => say!("  reported by the provider: no usage recorded"),
+            Some(last) => say!(
                 "  reported by the provider: input {} over {} calls (last call {}), cache reads {}, output {}",
                 thousands(r.input_tokens),
                 r.calls_with_usage,

@@ -5,7 +5,9 @@ use std::path::Path;
 use super::{Outcome, load};
 use crate::analysis::PolicyChoice;
 use crate::analysis::summarize::{plan, run_command};
+use crate::display::escape_line;
 use crate::log::Writer;
+use crate::say;
 
 pub fn run(
     path: &Path,
@@ -26,15 +28,15 @@ pub fn run(
         summaries.extend(planned);
     }
     if summaries.is_empty() {
-        println!("{}: no summary is needed", path.display());
+        say!("{}: no summary is needed", path.display());
         return Ok(Outcome::Done);
     }
     Writer::open(path)?.add_summaries(&summaries)?;
     for s in &summaries {
-        println!(
+        say!(
             "added summary v{} of session {} (seqs {}..{}, {} characters)",
             s.version,
-            s.session_id,
+            escape_line(&s.session_id),
             s.from_seq,
             s.to_seq,
             s.content.len()

@@ -5,6 +5,8 @@ use std::path::Path;
 use super::{Outcome, load, print_json};
 use crate::analysis::PolicyChoice;
 use crate::analysis::why::{Fact, Trace, trace};
+use crate::display::escape_line;
+use crate::say;
 
 /// The fact named by exactly one of --text, --regex and --seq.
 pub fn fact(text: Option<String>, regex: Option<String>, seq: Option<i64>) -> anyhow::Result<Fact> {
@@ -42,36 +44,41 @@ pub fn run(
 }
 
 fn print_text(t: &Trace) {
-    println!("{}", t.verdict);
+    say!("{}", escape_line(&t.verdict));
     let seqs: Vec<String> = t.seqs.iter().map(i64::to_string).collect();
-    println!("the fact ({}) is in seq {}", t.query, seqs.join(", "));
+    say!(
+        "the fact ({}) is in seq {}",
+        escape_line(&t.query),
+        seqs.join(", ")
+    );
     let strip: String = t.timeline.iter().map(|p| p.state.glyph()).collect();
-    println!(
+    say!(
         "calls {}..{}: {strip}",
         t.timeline.first().map_or(0, |p| p.call),
         t.timeline.last().map_or(0, |p| p.call)
     );
-    println!(
+    say!(
         "  (● verbatim ▲ pinned Σ summarized, kept ✗ summarized, lost ○ stubbed ◐ truncated ✕ dropped · future)"
     );
     let mut previous = None;
     for point in &t.timeline {
         if previous != Some(point.state) {
             let lost = t.lost_at.as_ref().filter(|l| l.call == point.call);
-            println!(
+            say!(
                 "  call {:>5} (turn {:>3}): {}{}",
                 point.call,
                 point.turn,
                 point.state.as_str(),
                 lost.map_or(String::new(), |l| format!(
                     " ← lost here, {}: {}",
-                    l.reducer, l.reason
+                    l.reducer,
+                    escape_line(&l.reason)
                 ))
             );
             previous = Some(point.state);
         }
     }
     if let Some(keep) = &t.keep_with {
-        println!("keeps it to the last call: {keep}");
+        say!("keeps it to the last call: {}", escape_line(keep));
     }
 }

@@ -745,17 +745,16 @@ impl App {
     }
 
     fn run_search(&mut self, query: &str) {
-        if query.is_empty() {
+        let Some(matcher) = super::search::Matcher::new(query) else {
             self.search = None;
             return;
-        }
-        let needle = query.to_lowercase();
+        };
         let matches: Vec<usize> = self
             .session()
             .events
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.content.to_lowercase().contains(&needle))
+            .filter(|(_, e)| matcher.is_match(&e.content))
             .map(|(ix, _)| ix)
             .collect();
         self.search = Some((query.to_string(), matches));

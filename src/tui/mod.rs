@@ -7,6 +7,7 @@ pub mod editor;
 pub mod keymap;
 pub mod live;
 pub mod render;
+pub mod search;
 
 use std::io::IsTerminal;
 use std::path::Path;

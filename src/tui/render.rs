@@ -10,7 +10,13 @@
 //! ├ detail of the selected row ────────────┴────────────────────────────────┤
 //! └ footer: keys, prompt, status ───────────────────────────────────────────┘
 //! ```
+//!
+//! Text from the log never reaches the terminal raw: every paragraph is made
+//! by [`paragraph`], which escapes the control and bidi characters of every
+//! span ([`display::escape_row`]), and the rows that fit a token column to the
+//! pane's width ([`fit`]) escape first and count the columns of what is shown.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use ratatui::Frame;
@@ -18,10 +24,13 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+use unicode_width::UnicodeWidthStr;
 
 use super::app::{App, HistoryRow, Mode, Pane};
 use super::keymap::KEYMAP;
+use super::search::Matcher;
 use crate::analysis::activity::State;
+use crate::display;
 use crate::engine::{ItemRef, PreTrim, Stand, Status, sent_text};
 use crate::model::{Event, Kind};
 
@@ -192,7 +201,29 @@ fn level_panes(app: &mut App, height: usize) {
     }
 }
 
+/// `line` with every span escaped: control and bidi characters shown as
+/// `\e`, `\x07`, `\u{9b}`..., a newline as `\n`, a tab as spaces.
+fn inert(mut line: Line<'_>) -> Line<'_> {
+    for span in &mut line.spans {
+        let escaped = match display::escape_row(&span.content) {
+            Cow::Owned(text) => Some(text),
+            Cow::Borrowed(_) => None,
+        };
+        if let Some(text) = escaped {
+            span.content = Cow::Owned(text);
+        }
+    }
+    line
+}
+
+/// Every paragraph of the inspector: whatever its lines quote from the log
+/// (content, tool names, ids, titles, statuses) is shown inert.
+fn paragraph(lines: Vec<Line<'_>>) -> Paragraph<'_> {
+    Paragraph::new(lines.into_iter().map(inert).collect::<Vec<_>>())
+}
+
 fn pane_block(title: String, focused: bool, theme: Theme) -> Block<'static> {
+    let title = display::escape_row(&title).into_owned();
     let style = if focused {
         theme.fg(Color::Cyan).add_modifier(Modifier::BOLD)
     } else {
@@ -322,7 +353,7 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         }
     }
     // A long path gives way to its file name before the call and policy do.
-    let width: usize = first.iter().map(|s| s.content.chars().count()).sum();
+    let width: usize = first.iter().map(|s| display::width(&s.content)).sum();
     if width > area.width as usize
         && let Some(name) = Path::new(&app.path).file_name()
     {
@@ -330,7 +361,7 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     }
     let block = Block::default().borders(Borders::BOTTOM);
     frame.render_widget(
-        Paragraph::new(vec![Line::from(first), Line::from(second)]).block(block),
+        paragraph(vec![Line::from(first), Line::from(second)]).block(block),
         area,
     );
 }
@@ -367,7 +398,7 @@ fn draw_why(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         spans.push(Span::styled(point.state.glyph(), style));
     }
     spans.push(Span::raw(format!("  {}", trace.verdict)));
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    frame.render_widget(paragraph(vec![Line::from(spans)]), area);
 }
 
 /// One column per call (or per bucket of calls on a narrow screen): tokens
@@ -456,7 +487,7 @@ fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         )));
     }
     let lines: Vec<Line> = rows.into_iter().map(Line::from).collect();
-    frame.render_widget(Paragraph::new(lines), area);
+    frame.render_widget(paragraph(lines), area);
 }
 
 /// The first non-blank line of `text`, flattened.
@@ -467,15 +498,13 @@ fn first_line(text: &str) -> &str {
         .unwrap_or("")
 }
 
-/// `left` cut or padded to leave room for `right` in `width` columns.
+/// `left`, escaped, cut or padded to leave room for `right` in `width`
+/// columns, counted as the terminal shows them (wide characters take two,
+/// an escaped ESC two: `\e`).
 fn fit(left: &str, right: &str, width: usize) -> String {
-    let room = width.saturating_sub(right.chars().count() + 1);
-    let mut out: String = left.chars().take(room).collect();
-    if left.chars().count() > room && room > 0 {
-        out.pop();
-        out.push('…');
-    }
-    let pad = room.saturating_sub(out.chars().count());
+    let room = width.saturating_sub(display::width(right) + 1);
+    let out = display::truncate_row(left, room);
+    let pad = room.saturating_sub(out.width());
     format!("{out}{} {right}", " ".repeat(pad))
 }
 
@@ -569,7 +598,7 @@ fn draw_history(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                     }
                     None => String::new(),
                 };
-                let fill = width.saturating_sub(label.chars().count());
+                let fill = width.saturating_sub(display::width(&label));
                 Line::styled(
                     format!("{label}{}", "─".repeat(fill)),
                     theme.fg(Color::Blue),
@@ -584,7 +613,7 @@ fn draw_history(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
     }
     let title = format!(" history · {} events ", session.events.len());
     let block = pane_block(title, app.focus == Pane::History, theme);
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    frame.render_widget(paragraph(lines).block(block), area);
 }
 
 fn tokens_label(tokens: u64, d: Disposition) -> String {
@@ -689,7 +718,7 @@ fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
         None => " context sent ".to_string(),
     };
     let block = pane_block(title, app.focus == Pane::Context, theme);
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    frame.render_widget(paragraph(lines).block(block), area);
 }
 
 /// The lines of the detail pane for the selected row of the focused pane.
@@ -768,13 +797,13 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
                     .map_or(String::new(), |b| format!(" by {b}"))
             )));
             lines.push(Line::from(""));
-            let needle = match &app.why {
-                Some((crate::analysis::why::Fact::Text(text), _)) => Some(text.to_lowercase()),
+            let matcher = match &app.why {
+                Some((crate::analysis::why::Fact::Text(text), _)) => Matcher::new(text),
                 _ => None,
             };
             let text = app.view.as_ref().and_then(|v| v.stand_text.as_deref());
             let text = text.unwrap_or(&s.content);
-            lines.extend(text.lines().map(|l| highlight(l, needle.as_deref())));
+            lines.extend(text.lines().map(|l| highlight(l, matcher.as_ref())));
         }
         Some(ItemRef::Placeholder(span)) => {
             lines.push(Line::from(format!(
@@ -850,27 +879,21 @@ fn pretrim_lines(p: &PreTrim) -> Vec<Line<'static>> {
     ]
 }
 
-/// A line with every case-insensitive occurrence of `needle` highlighted.
-fn highlight(line: &str, needle: Option<&str>) -> Line<'static> {
-    let Some(needle) = needle.filter(|n| !n.is_empty()) else {
+/// A line with every case-insensitive match of `matcher` highlighted; the
+/// matches are ranges of the line itself, so they fall on its char boundaries.
+fn highlight(line: &str, matcher: Option<&Matcher>) -> Line<'static> {
+    let Some(matcher) = matcher else {
         return Line::from(line.to_string());
     };
-    let lower = line.to_lowercase();
-    if lower.len() != line.len() {
-        // Lowercasing changed byte offsets; show the line plain.
-        return Line::from(line.to_string());
-    }
     let mut spans = Vec::new();
     let mut at = 0;
-    while let Some(found) = lower[at..].find(needle) {
-        let start = at + found;
-        spans.push(Span::raw(line[at..start].to_string()));
-        let end = start + needle.len();
+    for found in matcher.find_iter(line).filter(|r| !r.is_empty()) {
+        spans.push(Span::raw(line[at..found.start].to_string()));
         spans.push(Span::styled(
-            line[start..end].to_string(),
+            line[found.clone()].to_string(),
             Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD),
         ));
-        at = end;
+        at = found.end;
     }
     spans.push(Span::raw(line[at..].to_string()));
     Line::from(spans)
@@ -888,7 +911,7 @@ fn pretty(text: &str) -> String {
 
 fn draw_detail(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let block = pane_block(" detail ".to_string(), app.focus == Pane::Detail, theme);
-    let paragraph = Paragraph::new(detail_lines(app))
+    let paragraph = paragraph(detail_lines(app))
         .block(block)
         .wrap(Wrap { trim: false })
         .scroll((app.detail_scroll, 0));
@@ -914,7 +937,7 @@ fn draw_footer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             Line::from(spans)
         }
     };
-    frame.render_widget(Paragraph::new(line), area);
+    frame.render_widget(paragraph(vec![line]), area);
 }
 
 /// The help lines: every binding of the keymap, then the legend.
@@ -960,7 +983,7 @@ fn draw_help(frame: &mut Frame, scroll: u16, theme: Theme) {
     let area = centered(frame, 78, lines.len() as u16 + 2);
     frame.render_widget(Clear, area);
     let block = pane_block(" help · j/k scroll · Esc to close ".into(), true, theme);
-    let paragraph = Paragraph::new(lines)
+    let paragraph = paragraph(lines)
         .block(block)
         .wrap(Wrap { trim: false })
         .scroll((scroll, 0));
@@ -1003,7 +1026,7 @@ fn draw_editor(frame: &mut Frame, app: &App, sel: usize, typing: Option<&String>
         });
     }
     let block = pane_block(" policy · edits re-project every call ".into(), true, theme);
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    frame.render_widget(paragraph(lines).block(block), area);
 }
 
 /// Policy A (each call's recorded one) against policy B (as edited), per call.
@@ -1061,7 +1084,7 @@ fn draw_compare(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
         });
     }
     let block = pane_block(" compare policies ".into(), true, theme);
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    frame.render_widget(paragraph(lines).block(block), area);
 }
 
 fn draw_sessions(frame: &mut Frame, app: &App, sel: usize, theme: Theme) {
@@ -1089,7 +1112,7 @@ fn draw_sessions(frame: &mut Frame, app: &App, sel: usize, theme: Theme) {
         });
     }
     let block = pane_block(" sessions ".into(), true, theme);
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    frame.render_widget(paragraph(lines).block(block), area);
 }
 
 fn thousands(n: u64) -> String {
