@@ -59,14 +59,14 @@ pub fn run(
         };
         print_text(&projection, policy.preset.name(), source);
         match (&calibrated, &fitted.fit) {
-            (Some(c), _) => println!(
+            (Some(c), _) => say!(
                 "calibrated: ~{} tokens as the provider counts ({}: unseen prefix {}, x{:.2})",
                 thousands(c.tokens),
                 c.source.explain(),
                 thousands(c.unseen_prefix.round() as i64),
                 c.token_ratio
             ),
-            (None, Err(reason)) => println!("not calibrated: {reason}"),
+            (None, Err(reason)) => say!("not calibrated: {reason}"),
             (None, Ok(_)) => {}
         }
     }

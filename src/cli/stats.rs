@@ -203,7 +203,7 @@ fn print_text(stats: &Stats) {
 fn print_calibration(s: &SessionStats) {
     let Some(c) = &s.calibration else {
         let reason = s.calibration_reason.as_deref().unwrap_or("");
-        println!("  not calibrated: {reason}");
+        say!("  not calibrated: {reason}");
         return;
     };
     let line = |prefix: f64, ratio: f64| {
@@ -213,7 +213,7 @@ fn print_calibration(s: &SessionStats) {
             thousands(prefix.abs().round() as u64)
         )
     };
-    println!(
+    say!(
         "  calibrated on {} calls: {}; median error {:.1}%, holdout median error {:.1}% ({} calls)",
         c.calls,
         line(c.unseen_prefix, c.token_ratio),
@@ -226,14 +226,14 @@ fn print_calibration(s: &SessionStats) {
             Cause::Compaction => "a compaction",
             _ => "unseen growth",
         };
-        println!(
+        say!(
             "    from call {} (after {after}): {}",
             segment.from_call,
             line(segment.unseen_prefix, segment.token_ratio)
         );
     }
     for growth in &c.unseen_growth {
-        println!(
+        say!(
             "  call {}: the host sent ~{} tokens the transcript does not hold",
             growth.call,
             thousands(growth.tokens.max(0) as u64)
