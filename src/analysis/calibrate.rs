@@ -423,6 +423,15 @@ impl SessionFit {
             .map(|n| (n.tokens, n.source))
     }
 
+    /// The unseen growth found at call `id`, in tokens.
+    pub fn growth_at(&self, id: i64) -> Option<i64> {
+        let fit = self.fit.as_ref().ok()?;
+        fit.unseen_growth
+            .iter()
+            .find(|g| g.call == id)
+            .map(|g| g.tokens)
+    }
+
     /// [`count`](Self::count) with the line it used.
     pub fn note(&self, id: i64, estimate: u64, recorded: bool) -> Option<Note> {
         let fit = self.fit.as_ref().ok()?;

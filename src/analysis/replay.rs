@@ -36,6 +36,9 @@ pub struct CallReplay {
     /// session's usage calibrates it (see `calibrate`), and how it was made.
     pub calibrated_tokens: Option<u64>,
     pub calibration_source: Option<Source>,
+    /// Tokens the host sent at this call beyond what its estimate explains
+    /// (the transcript does not hold them), where calibration found some.
+    pub unseen_growth: Option<i64>,
     /// The triggers that fired at this call (seed 001), and whether it compacted.
     pub triggers: Vec<&'static str>,
     pub compacted: bool,
@@ -133,6 +136,7 @@ fn replay_session(
                     replayed.calibrated_tokens = Some(tokens);
                     replayed.calibration_source = Some(source);
                 }
+                replayed.unseen_growth = calibration.growth_at(call.id);
                 previous = projected.order;
                 replayed
             }
@@ -152,6 +156,7 @@ fn replay_session(
                 estimate_error: None,
                 calibrated_tokens: None,
                 calibration_source: None,
+                unseen_growth: None,
                 triggers: Vec::new(),
                 compacted: false,
                 no_progress: false,
@@ -214,6 +219,7 @@ pub fn compare(
             .map(|r| (projected.total_tokens as f64 - r as f64) / r as f64),
         calibrated_tokens: None,
         calibration_source: None,
+        unseen_growth: None,
         triggers: projected.fired.clone(),
         compacted: projected.compacted,
         no_progress: false,

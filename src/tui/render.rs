@@ -300,6 +300,16 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     thousands(reported.max(0) as u64)
                 )));
             }
+            // What the provider would count, from the session's usage (the strip's replay).
+            let replayed = app.metrics.get(app.call).filter(|m| m.call == call.id);
+            if let Some(m) = replayed
+                && let (Some(tokens), Some(source)) = (m.calibrated_tokens, m.calibration_source)
+            {
+                second.push(Span::styled(
+                    format!(" · calibrated ~{} ({})", thousands(tokens), source.name()),
+                    theme.fg(Color::Cyan),
+                ));
+            }
             if let Some(Stand::Summary(ix)) = view.stand {
                 second.push(Span::raw(format!(
                     " · summary v{}",
@@ -427,6 +437,7 @@ fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             .map(|p| p.total_tokens as f64 / p.target_tokens.max(1) as f64)
             .fold(0.0, f64::max);
         let over = bucket.iter().any(|p| p.over_budget);
+        let unseen = bucket.iter().any(|p| p.unseen_growth.is_some());
         let bar = BARS[((fill * 7.0).round() as usize).min(7)];
         // A call whose cached prefix is less than half the call before it.
         let broke = bucket.iter().enumerate().any(|(i, p)| {
@@ -444,15 +455,12 @@ fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 style
             }
         };
-        let bar_style = if over {
-            theme.fg(Color::Red)
-        } else {
-            theme.fg(Color::Green)
+        let (glyph, bar_style) = match (over, unseen) {
+            (true, _) => ("!", theme.fg(Color::Red)),
+            (false, true) => ("+", theme.fg(Color::Magenta)),
+            _ => (bar, theme.fg(Color::Green)),
         };
-        rows[0].push(Span::styled(
-            if over { "!" } else { bar }.to_string(),
-            mark(bar_style),
-        ));
+        rows[0].push(Span::styled(glyph.to_string(), mark(bar_style)));
         rows[1].push(Span::styled(
             if broke { "╳" } else { "─" }.to_string(),
             mark(if broke {
@@ -470,10 +478,14 @@ fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 .saturating_sub(p.prefix_reused_tokens)
         });
         rows[0].push(Span::raw(format!(
-            "  call {}: {} of {}",
+            "  call {}: {} of {}{}",
             p.call,
             thousands(p.total_tokens),
-            thousands(p.target_tokens)
+            thousands(p.target_tokens),
+            p.unseen_growth.map_or(String::new(), |t| format!(
+                " · +{} unseen",
+                thousands(t.max(0) as u64)
+            ))
         )));
         rows[1].push(Span::raw(format!(
             "  reused {} · lost {}",
@@ -963,6 +975,18 @@ pub fn help_lines() -> Vec<Line<'static>> {
     lines.push(Line::from(
         "an underlined row starts a turn; a ── rule marks the split point",
     ));
+    lines.push(Line::from(""));
+    lines.push(Line::from("token counts").add_modifier(Modifier::BOLD));
+    for line in [
+        "  estimated   ctxlens's count of the context with its tokenizer (o200k_base unless set)",
+        "  reported    the input the provider billed for the call, from the log",
+        "  calibrated  what the provider would count: the session's usage fitted as unseen",
+        "              prefix + ratio × estimate; (reported) the call's own figure, (anchored)",
+        "              it moved by an edit's estimated difference, (fit) a call without usage",
+        "  + on the strip: the host sent tokens the transcript does not hold",
+    ] {
+        lines.push(Line::from(line));
+    }
     lines
 }
 
