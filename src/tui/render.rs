@@ -19,6 +19,7 @@
 use std::borrow::Cow;
 use std::path::Path;
 
+use crate::analysis::calibrate::Source;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
@@ -289,26 +290,33 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             second.push(Span::raw(" tokens "));
             second.push(Span::styled(bar, bar_style));
             second.push(Span::raw(format!(
-                " {} / {} target ({}%, estimated)",
+                " {} estimated / {} target ({}%)",
                 thousands(view.total_tokens),
                 thousands(view.budget.target),
                 view.total_tokens * 100 / target
             )));
+            // What the provider would count, from the session's usage (the
+            // strip's replay): for the recorded context, the reported figure.
+            let calibrated = app
+                .metrics
+                .get(app.call)
+                .filter(|m| m.call == call.id)
+                .and_then(|m| Some((m.calibrated_tokens?, m.calibration_source?)));
             if let Some(reported) = call.usage.input_tokens {
                 second.push(Span::raw(format!(
-                    " · provider reported {}",
+                    " · reported {}",
                     thousands(reported.max(0) as u64)
                 )));
             }
-            // What the provider would count, from the session's usage (the strip's replay).
-            let replayed = app.metrics.get(app.call).filter(|m| m.call == call.id);
-            if let Some(m) = replayed
-                && let (Some(tokens), Some(source)) = (m.calibrated_tokens, m.calibration_source)
-            {
-                second.push(Span::styled(
+            match calibrated {
+                Some((_, Source::Reported)) => {
+                    second.push(Span::styled(" = calibrated", theme.fg(Color::Cyan)));
+                }
+                Some((tokens, source)) => second.push(Span::styled(
                     format!(" · calibrated ~{} ({})", thousands(tokens), source.name()),
                     theme.fg(Color::Cyan),
-                ));
+                )),
+                None => {}
             }
             if let Some(Stand::Summary(ix)) = view.stand {
                 second.push(Span::raw(format!(
