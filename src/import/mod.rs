@@ -97,11 +97,44 @@ impl Import {
     }
 
     /// Every event, summary and call written to a new log at `out`, through
-    /// a file beside it renamed into place, so a reader never sees half.
-    pub fn write(mut self, out: &Path) -> anyhow::Result<WriteReport> {
-        let partial = out.with_extension("importing");
-        let _ = std::fs::remove_file(&partial);
-        let mut w = Writer::create(&partial)?;
+    /// a file of a unique name beside it renamed into place, so a reader
+    /// never sees half and imports to one output at once never collide.
+    pub fn write(self, out: &Path) -> anyhow::Result<WriteReport> {
+        let folder = match out.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let temp = tempfile::Builder::new()
+            .prefix(".ctxlens-import-")
+            .suffix(".db")
+            .make_in(folder, |path| {
+                Writer::create(path).map_err(|e| match e {
+                    crate::log::LogError::Exists(_) => {
+                        std::io::Error::new(std::io::ErrorKind::AlreadyExists, e.to_string())
+                    }
+                    other => std::io::Error::other(other.to_string()),
+                })
+            })
+            .with_context(|| format!("{}: cannot write the import beside it", out.display()))?;
+        let (w, path) = temp.into_parts();
+        // From here the guard removes the file, and its -wal and -shm, on
+        // any failure; the writer is closed (or dropped) before it does.
+        let partial = Partial {
+            path: path
+                .keep()
+                .with_context(|| format!("{}: cannot write the import beside it", out.display()))?,
+            moved: false,
+        };
+        let report = self.write_into(w)?;
+        partial.settle()?;
+        partial.move_to(out)?;
+        Ok(report)
+    }
+
+    /// Writes everything with `w` and closes it (not `finish`: a transcript
+    /// may still be growing, and whether a session ended is its host's to
+    /// say, so the import leaves that to its timestamps).
+    fn write_into(mut self, mut w: Writer) -> anyhow::Result<WriteReport> {
         let mut report = WriteReport::default();
         for draft in &mut self.sessions {
             if !draft.unmapped.is_empty() {
@@ -129,7 +162,10 @@ impl Import {
             for call in &draft.calls {
                 let mut call = resolve_call(draft, call);
                 // A call's summary_id names the draft's summary by position.
-                call.summary_id = call.summary_id.and_then(|i| ids.get(i as usize).copied());
+                call.summary_id = call
+                    .summary_id
+                    .and_then(|i| usize::try_from(i).ok())
+                    .and_then(|i| ids.get(i).copied());
                 w.record_call(&call)?;
             }
             report.sessions += 1;
@@ -137,13 +173,78 @@ impl Import {
             report.summaries += draft.summaries.len();
             report.calls += draft.calls.len();
         }
-        // A transcript may still be growing: whether a session ended is its
-        // host's to say, so the import leaves that to its timestamps.
         w.close()?;
-        std::fs::rename(&partial, out)
-            .with_context(|| format!("cannot move the import into place at {}", out.display()))?;
         report.warnings = self.warnings;
         Ok(report)
+    }
+}
+
+/// An import being written under a temporary name beside its output: removed
+/// with its -wal, -shm and -journal unless it was moved into place.
+struct Partial {
+    path: PathBuf,
+    moved: bool,
+}
+
+impl Partial {
+    /// Makes the file whole by itself: what the writer's PASSIVE checkpoint
+    /// left in the -wal (nothing, once its last connection closed) is folded
+    /// in with TRUNCATE, which no reader can hold up as no one else has this
+    /// file, and the -wal and -shm go, so the file does not depend on files
+    /// under a name it is about to leave.
+    fn settle(&self) -> anyhow::Result<()> {
+        let [wal, _] = crate::log::wal_files(&self.path);
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+            let conn = rusqlite::Connection::open(&self.path)
+                .with_context(|| format!("{}: cannot reopen the import", self.path.display()))?;
+            let busy: i64 = conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+                .with_context(|| {
+                    format!("{}: cannot checkpoint the import", self.path.display())
+                })?;
+            if busy != 0 {
+                bail!(
+                    "{}: the import's write-ahead log could not be folded in",
+                    self.path.display()
+                );
+            }
+            conn.close().map_err(|(_, e)| e)?;
+        }
+        crate::log::remove_wal_files(&self.path)?;
+        Ok(())
+    }
+
+    /// Renames the file to `out`, after removing the -wal, -shm and -journal
+    /// that a killed writer of an earlier log there may have left: SQLite
+    /// would apply them over the new file.
+    fn move_to(mut self, out: &Path) -> anyhow::Result<()> {
+        remove_beside(out)?;
+        std::fs::rename(&self.path, out)
+            .with_context(|| format!("cannot move the import into place at {}", out.display()))?;
+        self.moved = true;
+        Ok(())
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if !self.moved {
+            let _ = std::fs::remove_file(&self.path);
+            let _ = remove_beside(&self.path);
+        }
+    }
+}
+
+/// Removes the -wal, -shm and -journal beside `path`, where they exist.
+fn remove_beside(path: &Path) -> anyhow::Result<()> {
+    crate::log::remove_wal_files(path)?;
+    let mut journal = path.as_os_str().to_owned();
+    journal.push("-journal");
+    match std::fs::remove_file(&journal) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("cannot remove {}", Path::new(&journal).display()))
+        }
+        _ => Ok(()),
     }
 }
 
