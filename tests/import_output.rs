@@ -102,3 +102,86 @@ fn a_stale_write_ahead_log_beside_the_output_does_not_come_back() {
     let check = ctxlens().arg("check").arg(&out).output().unwrap();
     assert_eq!(check.status.code(), Some(0), "{check:?}");
 }
+
+/// `ctxlens import FORMAT SRC -o OUT`: its status, stderr, and whether OUT was written.
+fn import_to(format: &str, src: &Path, out: &Path) -> (Option<i32>, String) {
+    let output = ctxlens()
+        .args(["import", format])
+        .arg(src)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn an_output_that_is_a_file_the_import_reads_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let src = dir.path().join("rollout.jsonl");
+    std::fs::copy(fixture("codex-compacted.jsonl"), &src).unwrap();
+    let bytes = std::fs::read(&src).unwrap();
+    // The source itself, by another spelling of its path, and by a hard link.
+    let link = dir.path().join("link.jsonl");
+    std::fs::hard_link(&src, &link).unwrap();
+    let spelled = dir.path().join(".").join("rollout.jsonl");
+    for out in [&src, &spelled, &link] {
+        let (code, stderr) = import_to("codex", &src, out);
+        assert_eq!(code, Some(2), "{}: {stderr}", out.display());
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(&out.display().to_string()), "{stderr}");
+        assert_eq!(std::fs::read(&src).unwrap(), bytes, "the source is intact");
+    }
+    assert_eq!(names(dir.path()), ["link.jsonl", "rollout.jsonl"]);
+
+    // A Claude Code session's subagent file is read too.
+    let session = dir.path().join("cc.jsonl");
+    std::fs::copy(fixture("claude-code-microcompact.jsonl"), &session).unwrap();
+    std::fs::create_dir_all(dir.path().join("cc/subagents")).unwrap();
+    let agent = dir.path().join("cc/subagents/agent-a1.jsonl");
+    std::fs::copy(fixture("claude-code-microcompact.jsonl"), &agent).unwrap();
+    let agent_bytes = std::fs::read(&agent).unwrap();
+    let (code, stderr) = import_to("claude-code", &session, &agent);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("agent-a1.jsonl"), "{stderr}");
+    assert_eq!(std::fs::read(&agent).unwrap(), agent_bytes);
+}
+
+#[test]
+fn an_output_inside_an_opencode_folder_is_refused_where_it_would_be_read() {
+    let dir = TempDir::new().unwrap();
+    let src = dir.path().join("opencode");
+    copy_tree(&fixture("opencode"), &src);
+    for out in [
+        src.join("opencode.db"),
+        src.join("storage/session/log.db"),
+        src.join("storage/message/ses_1/msg_1.json"),
+    ] {
+        let before = std::fs::read(&out).ok();
+        let (code, stderr) = import_to("opencode", &src, &out);
+        assert_eq!(code, Some(2), "{}: {stderr}", out.display());
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(&out.display().to_string()), "{stderr}");
+        assert_eq!(std::fs::read(&out).ok(), before, "left as it was");
+    }
+    // Beside the storage, where nothing is read, it is fine.
+    let out = src.join("log.db");
+    let (code, stderr) = import_to("opencode", &src, &out);
+    assert_eq!(code, Some(0), "{stderr}");
+}

@@ -12,6 +12,7 @@ use super::{Draft, EventExtra, Import, open_sqlite, sql_rows, sqlite_tables};
 use crate::model::{Kind, Usage};
 
 pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
+    import.reads_sqlite(src);
     let tables = sqlite_tables(src)?;
     let has = |t: &str| tables.iter().any(|name| name == t);
     let db = open_sqlite(src)?;

@@ -54,7 +54,17 @@ pub struct Import {
     pub sessions: Vec<Draft>,
     /// Malformed input, "FILE:LINE: what", in the order met.
     pub warnings: Vec<String>,
+    /// What the import read: its output may be none of it.
+    reads: Vec<Read>,
     next_seq: i64,
+}
+
+/// A file an import read (or would read, were it there), or a folder all
+/// of whose files it reads.
+#[derive(Debug)]
+enum Read {
+    File(PathBuf),
+    Tree(PathBuf),
 }
 
 /// One session being built: events in order, turns counted at user messages.
@@ -96,10 +106,69 @@ impl Import {
             .push(format!("{}:{line}: {what}", file.display()));
     }
 
+    /// Notes a file the import reads (or would read, were it there).
+    pub(crate) fn reads_file(&mut self, path: &Path) {
+        self.reads.push(Read::File(path.to_path_buf()));
+    }
+
+    /// Notes a SQLite file the import reads, with its -wal and -shm.
+    pub(crate) fn reads_sqlite(&mut self, path: &Path) {
+        self.reads_file(path);
+        for beside in crate::log::wal_files(path) {
+            self.reads.push(Read::File(beside));
+        }
+    }
+
+    /// Notes a folder whose every file the import reads.
+    pub(crate) fn reads_tree(&mut self, path: &Path) {
+        self.reads.push(Read::Tree(path.to_path_buf()));
+    }
+
+    /// Refuses an output that is (or whose -wal, -shm or -journal is) a file
+    /// the import reads, compared by identity, or that lies in a folder it reads.
+    fn check_output(&self, out: &Path) -> anyhow::Result<()> {
+        let mut candidates = vec![out.to_path_buf()];
+        for suffix in ["-wal", "-shm", "-journal"] {
+            let mut name = out.as_os_str().to_owned();
+            name.push(suffix);
+            candidates.push(PathBuf::from(name));
+        }
+        for candidate in &candidates {
+            for read in &self.reads {
+                let hit = match read {
+                    Read::File(path) => same_file(candidate, path),
+                    Read::Tree(dir) => match (resolved(candidate), dir.canonicalize()) {
+                        (Some(c), Ok(dir)) => c.starts_with(dir),
+                        _ => false,
+                    },
+                };
+                if hit {
+                    let what = match read {
+                        Read::File(path) if candidate == out => {
+                            format!("the import reads this file ({})", path.display())
+                        }
+                        Read::File(path) => format!(
+                            "{} beside it is a file the import reads ({})",
+                            candidate.display(),
+                            path.display()
+                        ),
+                        Read::Tree(dir) => {
+                            format!("inside {}, which the import reads", dir.display())
+                        }
+                    };
+                    bail!("{}: {what}; write the log somewhere else", out.display());
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every event, summary and call written to a new log at `out`, through
     /// a file of a unique name beside it renamed into place, so a reader
     /// never sees half and imports to one output at once never collide.
+    /// An `out` the import read from is refused before anything is written.
     pub fn write(self, out: &Path) -> anyhow::Result<WriteReport> {
+        self.check_output(out)?;
         let folder = match out.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
@@ -233,6 +302,35 @@ impl Drop for Partial {
             let _ = remove_beside(&self.path);
         }
     }
+}
+
+/// Whether `a` and `b` are one file: by device and inode where both exist
+/// (so a hard link or another spelling of the path is caught), else by
+/// their resolved paths.
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        use std::os::unix::fs::MetadataExt;
+        return x.dev() == y.dev() && x.ino() == y.ino();
+    }
+    match (resolved(a), resolved(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// `path` made absolute with its links resolved; for a file that does not
+/// exist yet, its folder resolved and its name joined.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    if let Ok(path) = path.canonicalize() {
+        return Some(path);
+    }
+    let name = path.file_name()?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Some(parent.canonicalize().ok()?.join(name))
 }
 
 /// Removes the -wal, -shm and -journal beside `path`, where they exist.
@@ -721,6 +819,7 @@ pub(crate) fn open_sqlite(src: &Path) -> anyhow::Result<rusqlite::Connection> {
 /// The lines of a JSON-lines file, parsed; malformed ones are warnings, and a
 /// last line without its newline that does not parse is still being written.
 pub(crate) fn json_lines(src: &Path, import: &mut Import) -> anyhow::Result<Vec<(usize, Value)>> {
+    import.reads_file(src);
     let bytes = std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
     let text = String::from_utf8_lossy(&bytes);
     let complete = text.ends_with('\n');

@@ -28,14 +28,20 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
     } else {
         src.to_path_buf()
     };
+    import.reads_sqlite(&db);
+    let root = if src.join("storage").is_dir() {
+        src.join("storage")
+    } else {
+        src.to_path_buf()
+    };
+    if src.is_dir() {
+        for tree in ["session", "message", "part"] {
+            import.reads_tree(&root.join(tree));
+        }
+    }
     let stored = if db.is_file() {
         from_db(&db)?
     } else {
-        let root = if src.join("storage").is_dir() {
-            src.join("storage")
-        } else {
-            src.to_path_buf()
-        };
         from_folder(&root, import)?
     };
     for s in stored {
