@@ -106,6 +106,11 @@ impl Import {
             .push(format!("{}:{line}: {what}", file.display()));
     }
 
+    /// A warning about a whole file (or folder), "FILE: what".
+    pub fn warn_file(&mut self, file: &Path, what: impl std::fmt::Display) {
+        self.warnings.push(format!("{}: {what}", file.display()));
+    }
+
     /// Notes a file the import reads (or would read, were it there).
     pub(crate) fn reads_file(&mut self, path: &Path) {
         self.reads.push(Read::File(path.to_path_buf()));
@@ -836,6 +841,11 @@ pub(crate) fn json_lines(src: &Path, import: &mut Import) -> anyhow::Result<Vec<
         }
     }
     Ok(out)
+}
+
+/// `bytes` without a UTF-8 byte order mark at their start.
+pub(crate) fn without_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
 }
 
 /// Text of a content value: a string, or the text of a list of blocks.

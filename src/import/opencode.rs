@@ -7,7 +7,7 @@
 //! user message holding the `compaction` part it answers; a tool output with
 //! `time.compacted` is sent as a stub by every call after that time.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -50,46 +50,135 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn json_files(dir: &Path, import: &mut Import) -> Vec<Value> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    files.sort();
-    let mut out = Vec::new();
-    for file in files {
-        if file.is_dir() {
-            out.extend(json_files(&file, import));
-        } else if file.extension().is_some_and(|x| x == "json") {
-            match std::fs::read(&file)
-                .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-            {
-                Ok(value) => out.push(value),
-                Err(e) => import.warn(&file, 1, format!("not readable JSON ({e}); skipped")),
+/// The storage folder, resolved: every file read from it must be inside it.
+struct Folder {
+    root: PathBuf,
+    /// The folders already read, resolved, so a link back inside is read once.
+    seen: HashSet<PathBuf>,
+}
+
+impl Folder {
+    /// `path` resolved, when it is inside the folder; otherwise a warning.
+    fn inside(&self, path: &Path, import: &mut Import) -> Option<PathBuf> {
+        match path.canonicalize() {
+            Ok(real) if real.starts_with(&self.root) => Some(real),
+            Ok(real) => {
+                import.warn_file(
+                    path,
+                    format!("leads out of the folder (to {}); skipped", real.display()),
+                );
+                None
+            }
+            Err(e) => {
+                import.warn_file(path, format!("cannot be followed ({e}); skipped"));
+                None
             }
         }
     }
-    out
+
+    /// The JSON files under `dir` (a folder inside the storage), each with its path.
+    fn json_files(&mut self, dir: &Path, import: &mut Import) -> Vec<(PathBuf, Value)> {
+        if std::fs::symlink_metadata(dir).is_err() {
+            return Vec::new();
+        }
+        let Some(real) = self.inside(dir, import) else {
+            return Vec::new();
+        };
+        if !real.is_dir() || !self.seen.insert(real) {
+            return Vec::new();
+        }
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        files.sort();
+        let mut out = Vec::new();
+        for file in files {
+            let Ok(meta) = std::fs::symlink_metadata(&file) else {
+                continue;
+            };
+            let is_dir = if meta.file_type().is_symlink() {
+                match self.inside(&file, import) {
+                    Some(real) => real.is_dir(),
+                    None => continue,
+                }
+            } else {
+                meta.is_dir()
+            };
+            if is_dir {
+                out.extend(self.json_files(&file, import));
+            } else if file.extension().is_some_and(|x| x == "json") {
+                match std::fs::read(&file)
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| {
+                        serde_json::from_slice(super::without_bom(&b)).map_err(|e| e.to_string())
+                    }) {
+                    Ok(value) => out.push((file, value)),
+                    Err(e) => import.warn(&file, 1, format!("not readable JSON ({e}); skipped")),
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether an id read from a file can name a folder inside the storage: a
+/// plain name, with no separator, no `..`, and not absolute.
+fn plain_name(id: &str) -> bool {
+    use std::path::Component;
+    let mut parts = Path::new(id).components();
+    !id.is_empty()
+        && !id.contains(['/', '\\', '\0'])
+        && !id.contains("..")
+        && matches!(
+            (parts.next(), parts.next()),
+            (Some(Component::Normal(_)), None)
+        )
+}
+
+/// An id of `value` fit to name a folder; a warning naming `file` if it is not.
+fn folder_id<'a>(
+    value: &'a Value,
+    file: &Path,
+    what: &str,
+    import: &mut Import,
+) -> Option<&'a str> {
+    let id = value["id"].as_str().filter(|id| !id.is_empty())?;
+    if plain_name(id) {
+        Some(id)
+    } else {
+        import.warn_file(
+            file,
+            format!("{what} id {id:?} is not a plain name (a path, or with ..); skipped"),
+        );
+        None
+    }
 }
 
 fn from_folder(root: &Path, import: &mut Import) -> anyhow::Result<Vec<Stored>> {
-    let sessions = json_files(&root.join("session"), import);
+    let Ok(real) = root.canonicalize() else {
+        return Ok(Vec::new());
+    };
+    let mut folder = Folder {
+        root: real,
+        seen: HashSet::new(),
+    };
+    let sessions = folder.json_files(&root.join("session"), import);
     let mut out = Vec::new();
-    for session in sessions {
-        let Some(id) = session["id"].as_str().filter(|id| !id.is_empty()) else {
+    for (file, session) in sessions {
+        let Some(id) = folder_id(&session, &file, "session", import) else {
             continue;
         };
-        let mut messages: Vec<(Value, Vec<Value>)> =
-            json_files(&root.join("message").join(id), import)
-                .into_iter()
-                .map(|m| {
-                    let parts = match m["id"].as_str().filter(|id| !id.is_empty()) {
-                        Some(id) => json_files(&root.join("part").join(id), import),
-                        None => Vec::new(),
-                    };
-                    (m, parts)
-                })
-                .collect();
+        let mut messages = Vec::new();
+        for (file, m) in folder.json_files(&root.join("message").join(id), import) {
+            let parts = match m["id"].as_str().filter(|id| !id.is_empty()) {
+                Some(_) => match folder_id(&m, &file, "message", import) {
+                    Some(id) => folder.json_files(&root.join("part").join(id), import),
+                    None => continue,
+                },
+                None => Vec::new(),
+            };
+            messages.push((m, parts.into_iter().map(|(_, p)| p).collect()));
+        }
         sort(&mut messages);
         out.push(Stored { session, messages });
     }
