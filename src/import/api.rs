@@ -57,7 +57,7 @@ pub fn detect(value: &Value) -> anyhow::Result<Format> {
 pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<()> {
     import.reads_file(src);
     let bytes = std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
-    let value: Value = serde_json::from_slice(&bytes)
+    let value: Value = serde_json::from_slice(super::without_bom(&bytes))
         .with_context(|| format!("{}: not valid JSON", src.display()))?;
     let id = src
         .file_stem()

@@ -45,7 +45,7 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
         .iter()
         .filter(|(_, l)| l["type"] == "response_item" && l["payload"]["type"] == "message")
         .filter(|(_, l)| l["payload"]["role"] == "user")
-        .map(|(_, l)| text_of(&l["payload"]["content"]).trim().to_string())
+        .map(|(_, l)| same_text(&text_of(&l["payload"]["content"])))
         .collect();
     let draft = import.session(&id, &created, meta);
     draft.policy = Some(super::COMPACT_AT_MARKER);
@@ -137,7 +137,7 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
             "event_msg" => match kind {
                 "user_message" => {
                     let text = payload["message"].as_str().unwrap_or("").to_string();
-                    if !user_items.contains(text.trim()) {
+                    if !user_items.contains(&same_text(&text)) {
                         draft.push(
                             Kind::User,
                             &ts,
@@ -191,6 +191,21 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A message's text as the two copies of it compare: trimmed, line ends as
+/// `\n`, and each run of U+FFFD as one, as bytes that were not UTF-8 (or
+/// half a surrogate pair) may have been replaced one by one in one copy
+/// and as a whole in the other.
+fn same_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.trim().replace("\r\n", "\n").chars() {
+        if c == '\u{FFFD}' && out.ends_with('\u{FFFD}') {
+            continue;
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A remote compaction's replacement history cannot be read (it is

@@ -711,6 +711,7 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
         );
     }
     let head = read_head(src)?;
+    let head = without_bom(&head);
     if head.starts_with(b"SQLite format 3\0") {
         let tables = sqlite_tables(src)?;
         if tables.iter().any(|t| t == "threads" || t == "responses") {
@@ -724,14 +725,15 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
             src.display()
         );
     }
-    let text = String::from_utf8_lossy(&head);
+    let text = String::from_utf8_lossy(head);
     let trimmed = text.trim_start();
-    if trimmed.starts_with('[')
-        || (trimmed.starts_with('{')
-            && serde_json::from_slice::<Value>(&std::fs::read(src)?).is_ok())
-    {
-        let value: Value = serde_json::from_slice(&std::fs::read(src)?)
-            .with_context(|| format!("{}: not valid JSON", src.display()))?;
+    let whole = || -> anyhow::Result<Value> {
+        let bytes = std::fs::read(src)?;
+        serde_json::from_slice(without_bom(&bytes))
+            .with_context(|| format!("{}: not valid JSON", src.display()))
+    };
+    if trimmed.starts_with('[') || (trimmed.starts_with('{') && whole().is_ok()) {
+        let value = whole()?;
         return api::detect(&value).with_context(|| {
             format!(
                 "{}: JSON, but not messages or a request body of a known API",
@@ -821,26 +823,128 @@ pub(crate) fn open_sqlite(src: &Path) -> anyhow::Result<rusqlite::Connection> {
         .with_context(|| format!("{}: cannot open as SQLite", src.display()))
 }
 
-/// The lines of a JSON-lines file, parsed; malformed ones are warnings, and a
-/// last line without its newline that does not parse is still being written.
+/// The lines of a JSON-lines file, parsed. A byte order mark at its start
+/// is skipped; bytes that are not UTF-8 are read as U+FFFD (with a warning);
+/// a line that does not parse only because of a lone surrogate escape is
+/// read with U+FFFD in its place (with a warning); other malformed lines
+/// are warnings, skipped. A last line without its newline that does not
+/// parse is still being written: left for the next read, with a warning.
 pub(crate) fn json_lines(src: &Path, import: &mut Import) -> anyhow::Result<Vec<(usize, Value)>> {
     import.reads_file(src);
     let bytes = std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
-    let text = String::from_utf8_lossy(&bytes);
-    let complete = text.ends_with('\n');
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
+    let bytes = without_bom(&bytes);
+    let complete = bytes.ends_with(b"\n");
+    let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    if complete {
+        // The empty piece after the final newline.
+        lines.pop();
+    }
+    let count = lines.len();
+    let mut out = Vec::with_capacity(count);
+    let mut not_utf8: Option<(usize, usize)> = None;
+    for (i, line) in lines.into_iter().enumerate() {
+        let number = i + 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let text = String::from_utf8_lossy(line);
+        if let std::borrow::Cow::Owned(_) = text {
+            let (first, n) = not_utf8.unwrap_or((number, 0));
+            not_utf8 = Some((first, n + 1));
+        }
+        if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Value>(line) {
-            Ok(value) => out.push((i + 1, value)),
-            Err(_) if i + 1 == lines.len() && !complete => {}
-            Err(e) => import.warn(src, i + 1, format!("not JSON ({e}); skipped")),
+        match serde_json::from_str::<Value>(&text) {
+            Ok(value) => out.push((number, value)),
+            Err(e) => match repair_surrogates(&text)
+                .and_then(|fixed| serde_json::from_str::<Value>(&fixed).ok())
+            {
+                Some(value) => {
+                    import.warn(
+                        src,
+                        number,
+                        "a lone surrogate escape (half a UTF-16 pair), read as U+FFFD",
+                    );
+                    out.push((number, value));
+                }
+                None if number == count && !complete => import.warn(
+                    src,
+                    number,
+                    "incomplete last line (still being written?); left for the next read",
+                ),
+                None => import.warn(src, number, format!("not JSON ({e}); skipped")),
+            },
         }
     }
+    if let Some((first, n)) = not_utf8 {
+        let lines = if n == 1 {
+            "this line".to_string()
+        } else {
+            format!("{n} lines from here")
+        };
+        import.warn(
+            src,
+            first,
+            format!("bytes that are not UTF-8, read as U+FFFD ({lines})"),
+        );
+    }
     Ok(out)
+}
+
+/// `line` with every lone surrogate escape (`\\ud800` with no other half
+/// beside it) replaced by `\\ufffd`; `None` when it has none.
+pub(crate) fn repair_surrogates(line: &str) -> Option<String> {
+    let bytes = line.as_bytes();
+    let hex = |at: usize| -> Option<u32> {
+        let digits = bytes.get(at..at.checked_add(4)?)?;
+        let digits = std::str::from_utf8(digits).ok()?;
+        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u32::from_str_radix(digits, 16).ok()
+    };
+    let escape = |at: usize| -> Option<u32> {
+        (bytes.get(at) == Some(&b'\\') && bytes.get(at + 1) == Some(&b'u'))
+            .then(|| hex(at + 2))
+            .flatten()
+    };
+    let high = 0xD800..0xDC00;
+    let low = 0xDC00..0xE000;
+    let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
+    let mut changed = false;
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b != b'\\' {
+            out.push(b);
+            i += 1;
+            continue;
+        }
+        match escape(i) {
+            Some(code)
+                if high.contains(&code) && escape(i + 6).is_some_and(|c| low.contains(&c)) =>
+            {
+                out.extend_from_slice(bytes.get(i..i + 12).unwrap_or_default());
+                i += 12;
+            }
+            Some(code) if high.contains(&code) || low.contains(&code) => {
+                out.extend_from_slice(b"\\ufffd");
+                changed = true;
+                i += 6;
+            }
+            // Any other escape is two characters, or six for \\uXXXX: kept.
+            Some(_) => {
+                out.extend_from_slice(bytes.get(i..i + 6).unwrap_or_default());
+                i += 6;
+            }
+            None => {
+                out.push(b);
+                if let Some(&next) = bytes.get(i + 1) {
+                    out.push(next);
+                }
+                i += 2;
+            }
+        }
+    }
+    changed.then(|| String::from_utf8_lossy(&out).into_owned())
 }
 
 /// `bytes` without a UTF-8 byte order mark at their start.
