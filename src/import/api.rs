@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
-use super::{Draft, EventExtra, Format, Import, rfc3339, text_of};
+use super::{ABSENT, Counts, Draft, EventExtra, Format, Import, rfc3339, text_of};
 use crate::model::{Kind, Usage};
 
 /// Which API a JSON document is in, from its keys.
@@ -66,7 +66,7 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
         .ok()
         .and_then(|m| m.modified().ok())
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs() as i64);
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
     let meta = json!({"source": format.name(), "file": src.display().to_string()});
     let recordings: Vec<(&Value, Option<&Value>)> = match &value {
         Value::Array(items) if items.first().is_some_and(|i| i.get("request").is_some()) => items
@@ -93,7 +93,11 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
         .and_then(|r| r.get("created").or_else(|| r.get("created_at")))
         .and_then(Value::as_i64)
         .unwrap_or(modified);
-    let draft = import.session(&id, &rfc3339(created), meta);
+    import.session(&id, &rfc3339(created), meta);
+    let Import {
+        sessions, warnings, ..
+    } = import;
+    let draft = sessions.last_mut().expect("just added");
     let ts = rfc3339(created);
     // The last request holds the whole conversation; earlier ones are its prefixes.
     let mut ends = Vec::new();
@@ -115,7 +119,8 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
             convert.item(draft, &item, &ts);
         }
     }
-    for ((request, response), end) in recordings.iter().zip(ends) {
+    let several = recordings.len() > 1;
+    for (i, ((request, response), end)) in recordings.iter().zip(ends).enumerate() {
         let Some(response) = response else { continue };
         let last = if end == 0 {
             0
@@ -134,7 +139,13 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
             .as_str()
             .or_else(|| request["model"].as_str())
             .map(str::to_string);
-        draft.call(last, &call_ts, model, usage_of(format, &response["usage"]));
+        let at = if several {
+            format!("{}: recording {}", src.display(), i + 1)
+        } else {
+            src.display().to_string()
+        };
+        let usage = usage_of(format, &response["usage"], warnings, &at);
+        draft.call(last, &call_ts, model, usage);
     }
     Ok(())
 }
@@ -266,22 +277,29 @@ fn reassemble(format: Format, sse: &str) -> Value {
     }
 }
 
-fn usage_of(format: Format, u: &Value) -> Usage {
-    match format {
-        Format::Anthropic => super::claude_code::usage_of(Some(u)),
-        Format::OpenaiChat => Usage {
-            input_tokens: u["prompt_tokens"].as_i64(),
-            cache_read_tokens: u["prompt_tokens_details"]["cached_tokens"].as_i64(),
-            cache_write_tokens: None,
-            output_tokens: u["completion_tokens"].as_i64(),
+/// A response's usage; OpenAI's input counts include the cached tokens.
+fn usage_of(format: Format, u: &Value, warnings: &mut Vec<String>, at: &str) -> Usage {
+    let counts = match format {
+        Format::Anthropic => return super::claude_code::usage_of(Some(u), warnings, at),
+        Format::OpenaiChat => Counts {
+            input: ("prompt_tokens", &u["prompt_tokens"]),
+            cache_read: (
+                "cached_tokens",
+                &u["prompt_tokens_details"]["cached_tokens"],
+            ),
+            cache_write: ABSENT,
+            output: ("completion_tokens", &u["completion_tokens"]),
+            input_apart_from_cache: false,
         },
-        _ => Usage {
-            input_tokens: u["input_tokens"].as_i64(),
-            cache_read_tokens: u["input_tokens_details"]["cached_tokens"].as_i64(),
-            cache_write_tokens: None,
-            output_tokens: u["output_tokens"].as_i64(),
+        _ => Counts {
+            input: ("input_tokens", &u["input_tokens"]),
+            cache_read: ("cached_tokens", &u["input_tokens_details"]["cached_tokens"]),
+            cache_write: ABSENT,
+            output: ("output_tokens", &u["output_tokens"]),
+            input_apart_from_cache: false,
         },
-    }
+    };
+    counts.usage(warnings, at)
 }
 
 /// Turns items into events, remembering per item the position of the last

@@ -947,6 +947,79 @@ pub(crate) fn repair_surrogates(line: &str) -> Option<String> {
     changed.then(|| String::from_utf8_lossy(&out).into_owned())
 }
 
+/// A count a source does not give.
+pub(crate) const ABSENT: (&str, &Value) = ("", &Value::Null);
+
+/// The token counts of one model call as a source gives them, each with the
+/// name the source uses (for warnings) and its value (`Null` when absent).
+/// Every importer reads its usage through this.
+pub(crate) struct Counts<'a> {
+    pub input: (&'a str, &'a Value),
+    pub cache_read: (&'a str, &'a Value),
+    pub cache_write: (&'a str, &'a Value),
+    pub output: (&'a str, &'a Value),
+    /// Anthropic and OpenCode count the input apart from the cache: the
+    /// call's input is then all three.
+    pub input_apart_from_cache: bool,
+}
+
+impl Counts<'_> {
+    /// The usage: a count is a whole number of at least 0 (one past the
+    /// largest i64 is the largest); a negative or unreadable one is unknown,
+    /// with a warning naming `at` ("FILE:LINE", or the file and record);
+    /// sums saturate rather than wrap.
+    pub(crate) fn usage(self, warnings: &mut Vec<String>, at: &str) -> Usage {
+        let mut count = |(name, value): (&str, &Value)| match token_count(value) {
+            Ok(n) => n,
+            Err(what) => {
+                warnings.push(format!("{at}: {what} {name} ({value}); taken as unknown"));
+                None
+            }
+        };
+        let input = count(self.input);
+        let read = count(self.cache_read);
+        let write = count(self.cache_write);
+        let output = count(self.output);
+        let input = if self.input_apart_from_cache {
+            input.map(|i| {
+                i.saturating_add(read.unwrap_or(0))
+                    .saturating_add(write.unwrap_or(0))
+            })
+        } else {
+            input
+        };
+        Usage {
+            input_tokens: input,
+            cache_read_tokens: read,
+            cache_write_tokens: write,
+            output_tokens: output,
+        }
+    }
+}
+
+/// A token count: `None` when absent, an error saying what is wrong with it
+/// when it cannot be one.
+fn token_count(value: &Value) -> Result<Option<i64>, &'static str> {
+    let Value::Number(n) = value else {
+        return match value {
+            Value::Null => Ok(None),
+            _ => Err("non-numeric"),
+        };
+    };
+    if let Some(i) = n.as_i64() {
+        return if i < 0 { Err("negative") } else { Ok(Some(i)) };
+    }
+    if n.as_u64().is_some() {
+        return Ok(Some(i64::MAX));
+    }
+    match n.as_f64() {
+        Some(f) if f < 0.0 => Err("negative"),
+        // A float cast to an integer saturates; it never wraps.
+        Some(f) if f.is_finite() && f.fract() == 0.0 => Ok(Some(f as i64)),
+        _ => Err("fractional"),
+    }
+}
+
 /// `bytes` without a UTF-8 byte order mark at their start.
 pub(crate) fn without_bom(bytes: &[u8]) -> &[u8] {
     bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)

@@ -13,13 +13,14 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
-use super::{Draft, EventExtra, Import, open_sqlite, rfc3339, sql_rows, text_of};
-use crate::model::{Kind, Usage};
+use super::{Counts, Draft, EventExtra, Import, open_sqlite, rfc3339, sql_rows, text_of};
+use crate::model::Kind;
 
-/// A session with its messages, each with its parts.
+/// A session with its messages, each with its parts and where it was read
+/// (its file, or the database and its id), for warnings.
 struct Stored {
     session: Value,
-    messages: Vec<(Value, Vec<Value>)>,
+    messages: Vec<(Value, Vec<Value>, String)>,
 }
 
 pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
@@ -177,7 +178,8 @@ fn from_folder(root: &Path, import: &mut Import) -> anyhow::Result<Vec<Stored>> 
                 },
                 None => Vec::new(),
             };
-            messages.push((m, parts.into_iter().map(|(_, p)| p).collect()));
+            let at = file.display().to_string();
+            messages.push((m, parts.into_iter().map(|(_, p)| p).collect(), at));
         }
         sort(&mut messages);
         out.push(Stored { session, messages });
@@ -208,16 +210,17 @@ fn from_db(path: &Path) -> anyhow::Result<Vec<Stored>> {
             .or_default()
             .push(part);
     }
-    let mut messages_of: HashMap<String, Vec<(Value, Vec<Value>)>> = HashMap::new();
+    let mut messages_of: HashMap<String, Vec<(Value, Vec<Value>, String)>> = HashMap::new();
     for message in messages {
         let mut own = parts_of
             .remove(&key(&message, "id", "id"))
             .unwrap_or_default();
         own.sort_by_key(|p| key(p, "id", "id"));
+        let at = format!("{} (message {})", path.display(), key(&message, "id", "id"));
         messages_of
             .entry(key(&message, "sessionID", "session_id"))
             .or_default()
-            .push((message, own));
+            .push((message, own, at));
     }
     let mut out = Vec::new();
     for session in sessions {
@@ -233,8 +236,8 @@ fn from_db(path: &Path) -> anyhow::Result<Vec<Stored>> {
     Ok(out)
 }
 
-fn sort(messages: &mut [(Value, Vec<Value>)]) {
-    messages.sort_by_key(|(m, _)| {
+fn sort(messages: &mut [(Value, Vec<Value>, String)]) {
+    messages.sort_by_key(|(m, _, _)| {
         (
             m["time"]["created"].as_i64().unwrap_or(0),
             m["id"].as_str().unwrap_or("").to_string(),
@@ -247,13 +250,17 @@ fn read_session(import: &mut Import, stored: Stored, src: &Path) {
     let id = s["id"].as_str().unwrap_or("opencode").to_string();
     let created = rfc3339(s["time"]["created"].as_i64().unwrap_or(0));
     let meta = json!({"source": "opencode", "file": src.display().to_string(), "directory": s["directory"]});
-    let draft = import.session(&id, &created, meta);
+    import.session(&id, &created, meta);
+    let Import {
+        sessions, warnings, ..
+    } = import;
+    let draft = sessions.last_mut().expect("just added");
     draft.session.title = s["title"].as_str().map(str::to_string);
     draft.policy = Some(r#"{"preset":"opencode"}"#);
     let mut marker: Option<i64> = None;
     // Outputs cleared by prune: (position, time cleared).
     let mut cleared: Vec<(i64, i64)> = Vec::new();
-    for (message, parts) in &stored.messages {
+    for (message, parts, at) in &stored.messages {
         let ts = rfc3339(message["time"]["created"].as_i64().unwrap_or(0));
         let role = message["role"].as_str().unwrap_or("user");
         if role == "assistant" && message["summary"] == true {
@@ -274,25 +281,24 @@ fn read_session(import: &mut Import, stored: Stored, src: &Path) {
             part_events(draft, role, part, &ts, before, &mut marker, &mut cleared);
         }
         if role == "assistant" && before >= 1 {
+            // OpenCode counts the input apart from the cache.
             let t = &message["tokens"];
-            let read = t["cache"]["read"].as_i64();
-            let write = t["cache"]["write"].as_i64();
-            let usage = Usage {
-                input_tokens: t["input"]
-                    .as_i64()
-                    .map(|i| i + read.unwrap_or(0) + write.unwrap_or(0)),
-                cache_read_tokens: read,
-                cache_write_tokens: write,
-                output_tokens: t["output"].as_i64(),
-            };
+            let usage = Counts {
+                input: ("input", &t["input"]),
+                cache_read: ("cache.read", &t["cache"]["read"]),
+                cache_write: ("cache.write", &t["cache"]["write"]),
+                output: ("output", &t["output"]),
+                input_apart_from_cache: true,
+            }
+            .usage(warnings, at);
             let model = message["modelID"].as_str().map(str::to_string);
             let when = message["time"]["created"].as_i64().unwrap_or(0);
             let pivot_end = draft.pivot.map_or(0, |(_, end)| end);
             let call = draft.call(before, &ts, model, usage);
             let mut evictions: Vec<Value> =
                 serde_json::from_str(&call.evictions).unwrap_or_default();
-            for &(position, at) in &cleared {
-                if at <= when && position <= before && position > pivot_end {
+            for &(position, cleared_at) in &cleared {
+                if cleared_at <= when && position <= before && position > pivot_end {
                     evictions
                         .push(json!({"seq": position, "action": "stubbed", "reducer": "prune"}));
                 }
