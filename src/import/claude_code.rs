@@ -218,16 +218,18 @@ fn read_session(
             }
             "user" => user(draft, message, &ts, line),
             "assistant" => {
-                let Some(message) = message else { continue };
-                let before = draft.last();
-                assistant(draft, message, &ts);
-                let Some(msg_id) = message.get("id").and_then(Value::as_str) else {
+                let Some(message) = message else {
+                    draft.unmapped("assistant line without a message");
                     continue;
                 };
+                let before = draft.last();
+                assistant(draft, message, &ts);
+                let msg_id = message.get("id").and_then(Value::as_str);
                 let at = format!("{}:{number}", file.display());
                 let usage = usage_of(message.get("usage"), warnings, &at);
-                match calls.get(msg_id) {
+                match msg_id.and_then(|m| calls.get(m)) {
                     Some(&ix) => draft.calls[ix].usage = usage,
+                    // A line without a response id is a response of its own.
                     None if before >= 1 => {
                         let model = message
                             .get("model")
@@ -237,7 +239,9 @@ fn read_session(
                         if !micro.is_empty() {
                             add_micro_evictions(draft, &micro);
                         }
-                        calls.insert(msg_id.to_string(), draft.calls.len() - 1);
+                        if let Some(m) = msg_id {
+                            calls.insert(m.to_string(), draft.calls.len() - 1);
+                        }
                     }
                     None => draft.unmapped("response before any event"),
                 }
@@ -313,6 +317,7 @@ fn add_micro_evictions(draft: &mut Draft, ids: &[String]) {
 
 fn user(draft: &mut Draft, message: Option<&Value>, ts: &str, line: &Value) {
     let Some(content) = message.map(|m| &m["content"]) else {
+        draft.unmapped("user line without a message");
         return;
     };
     let meta = (line.get("isMeta").and_then(Value::as_bool) == Some(true))
@@ -327,9 +332,19 @@ fn user(draft: &mut Draft, message: Option<&Value>, ts: &str, line: &Value) {
     }
 }
 
+/// An assistant line's content: blocks as usual, but also a plain string
+/// (text) or a single block; none at all is counted.
 fn assistant(draft: &mut Draft, message: &Value, ts: &str) {
-    if let Some(blocks) = message.get("content").and_then(Value::as_array) {
-        draft.blocks(Kind::Assistant, ts, blocks, None);
+    match message.get("content") {
+        Some(Value::Array(blocks)) => draft.blocks(Kind::Assistant, ts, blocks, None),
+        Some(Value::String(text)) => {
+            draft.push(Kind::Assistant, ts, text.clone(), EventExtra::default());
+        }
+        Some(block @ Value::Object(_)) => {
+            draft.blocks(Kind::Assistant, ts, std::slice::from_ref(block), None);
+        }
+        Some(Value::Null) | None => draft.unmapped("assistant content: none"),
+        Some(_) => draft.unmapped("assistant content: not text or blocks"),
     }
 }
 

@@ -488,8 +488,26 @@ impl Draft {
                 }
                 Some("tool_result") => {
                     let id = block["tool_use_id"].as_str().unwrap_or("");
-                    let error = (block["is_error"] == true).then(|| json!({"is_error": true}));
-                    self.tool_result(ts, None, id, text_of(&block["content"]), error);
+                    let content = &block["content"];
+                    let mut meta = Map::new();
+                    if block["is_error"] == true {
+                        meta.insert("is_error".into(), json!(true));
+                    }
+                    // An image or a document among the result's items is kept
+                    // in its meta, as other items the log has no kind for.
+                    let others: Vec<Value> = content
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|item| !is_text_item(item))
+                        .cloned()
+                        .map(without_data)
+                        .collect();
+                    if !others.is_empty() {
+                        meta.insert("unmapped".into(), Value::Array(others));
+                    }
+                    let meta = (!meta.is_empty()).then_some(Value::Object(meta));
+                    self.tool_result(ts, None, id, text_of(content), meta);
                 }
                 _ => kept.push(block.clone()),
             }
@@ -1023,6 +1041,15 @@ fn token_count(value: &Value) -> Result<Option<i64>, &'static str> {
 /// `bytes` without a UTF-8 byte order mark at their start.
 pub(crate) fn without_bom(bytes: &[u8]) -> &[u8] {
     bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
+}
+
+/// Whether `text_of` takes an item of a list of blocks as text.
+fn is_text_item(item: &Value) -> bool {
+    item.is_string()
+        || item
+            .get("text")
+            .or_else(|| item.get("content"))
+            .is_some_and(Value::is_string)
 }
 
 /// Text of a content value: a string, or the text of a list of blocks.
