@@ -177,6 +177,9 @@ fn output_of(format: Format, response: &Value) -> Vec<Value> {
     }
 }
 
+/// How far past the tool calls so far a streamed chunk's index may point.
+const MAX_GAP: usize = 64;
+
 /// A streamed response's events (`data: {...}` lines) as the one response
 /// the API would have returned unstreamed.
 fn reassemble(format: Format, sse: &str) -> Value {
@@ -197,11 +200,21 @@ fn reassemble(format: Format, sse: &str) -> Value {
                 let delta = &chunk["choices"][0]["delta"];
                 content.push_str(delta["content"].as_str().unwrap_or(""));
                 for call in delta["tool_calls"].as_array().into_iter().flatten() {
-                    let index = call["index"].as_u64().unwrap_or(0) as usize;
+                    // An index far past the calls so far is not one a
+                    // server sends: skipped, rather than making room for it.
+                    let index = call["index"].as_u64().unwrap_or(0);
+                    let Some(index) = usize::try_from(index)
+                        .ok()
+                        .filter(|&i| i <= calls.len().saturating_add(MAX_GAP))
+                    else {
+                        continue;
+                    };
                     if calls.len() <= index {
                         calls.resize(index + 1, json!({"function": {"arguments": ""}}));
                     }
-                    let whole_call = &mut calls[index];
+                    let Some(whole_call) = calls.get_mut(index) else {
+                        continue;
+                    };
                     for key in ["id", "type"] {
                         if !call[key].is_null() {
                             whole_call[key] = call[key].clone();
@@ -232,7 +245,7 @@ fn reassemble(format: Format, sse: &str) -> Value {
             let mut args: Vec<String> = Vec::new();
             for event in events {
                 match event["type"].as_str() {
-                    Some("message_start") => {
+                    Some("message_start") if event["message"].is_object() => {
                         let content = whole["content"].take();
                         whole = event["message"].clone();
                         whole["content"] = content;
@@ -244,13 +257,17 @@ fn reassemble(format: Format, sse: &str) -> Value {
                         }
                     }
                     Some("content_block_delta") => {
-                        let index = event["index"].as_u64().unwrap_or(0) as usize;
+                        let index = event["index"].as_u64().unwrap_or(0);
+                        let index = usize::try_from(index).unwrap_or(usize::MAX);
                         let delta = &event["delta"];
                         let (Some(block), Some(partial)) =
                             (whole["content"].get_mut(index), args.get_mut(index))
                         else {
                             continue;
                         };
+                        if !block.is_object() {
+                            continue;
+                        }
                         for key in ["text", "thinking"] {
                             if let Some(more) = delta[key].as_str() {
                                 let so_far = block[key].as_str().unwrap_or("");
@@ -265,6 +282,9 @@ fn reassemble(format: Format, sse: &str) -> Value {
                         }
                     }
                     Some("message_delta") => {
+                        if !whole["usage"].is_object() {
+                            whole["usage"] = json!({});
+                        }
                         for (key, value) in event["usage"].as_object().into_iter().flatten() {
                             whole["usage"][key] = value.clone();
                         }

@@ -1124,9 +1124,20 @@ pub fn cache_path(src: &Path) -> anyhow::Result<PathBuf> {
     Ok(cache_dir().join(format!("{stem}-{:016x}.db", hasher.finish())))
 }
 
+/// Hashes the size and modification time of `path` and, for a folder, of
+/// everything under it. A link is stamped by what it points to, but not
+/// followed into a folder: a link back up would never end.
 fn stamp(path: &Path, hasher: &mut impl std::hash::Hasher) -> anyhow::Result<()> {
     use std::hash::Hash;
-    let meta = std::fs::metadata(path)?;
+    let own = std::fs::symlink_metadata(path)?;
+    let meta = if own.file_type().is_symlink() {
+        match std::fs::metadata(path) {
+            Ok(target) if !target.is_dir() => target,
+            _ => own,
+        }
+    } else {
+        own
+    };
     meta.len().hash(hasher);
     meta.modified().ok().hash(hasher);
     if meta.is_dir() {
