@@ -199,7 +199,9 @@ impl Import {
                 .with_context(|| format!("{}: cannot write the import beside it", out.display()))?,
             moved: false,
         };
-        let report = self.write_into(w)?;
+        let report = self
+            .write_into(w)
+            .with_context(|| format!("{}: cannot write the import", out.display()))?;
         partial.settle()?;
         partial.move_to(out)?;
         Ok(report)
