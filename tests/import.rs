@@ -1,5 +1,5 @@
-//! Importers on the real transcripts in ../shared/data (skipped, saying so,
-//! when that folder is absent) and on fixtures of our own. Every expected
+//! Importers on real transcripts of other tools (skipped, saying so,
+//! when they are absent) and on fixtures of our own. Every expected
 //! count is worked out here from the source file itself.
 
 use std::collections::HashSet;
@@ -15,7 +15,7 @@ fn ctxlens() -> Command {
     Command::cargo_bin("ctxlens").unwrap()
 }
 
-/// A file of ../shared/data, or `None` (with a note) when the folder is absent.
+/// A real transcript by its path in the data folder, or `None` (with a note) when it is absent.
 fn data(path: &str) -> Option<PathBuf> {
     let full = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/data")
