@@ -113,9 +113,11 @@ fn a_codex_user_message_with_bytes_that_are_not_utf8_is_there_once() {
 fn a_torn_last_line_is_left_for_the_next_read_with_a_warning() {
     let mut bytes = std::fs::read(fixture("codex-compacted.jsonl")).unwrap();
     let whole = String::from_utf8(bytes.clone()).unwrap().lines().count();
+    // Cut inside a character, as a write in progress may be.
     bytes.extend(
-        br#"{"timestamp":"2026-01-01T00:00:06Z","type":"response_item","payload":{"type":"mess"#,
+        br#"{"timestamp":"2026-01-01T00:00:06Z","type":"response_item","payload":{"text":"caf"#,
     );
+    bytes.extend(b"\xC3");
     let (log, stderr, src, _dir) = import("codex", "rollout.jsonl", &bytes);
     assert_eq!(
         stderr.trim_end(),

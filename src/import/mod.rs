@@ -866,7 +866,9 @@ pub(crate) fn json_lines(src: &Path, import: &mut Import) -> anyhow::Result<Vec<
         let number = i + 1;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let text = String::from_utf8_lossy(line);
-        if let std::borrow::Cow::Owned(_) = text {
+        let torn = number == count && !complete;
+        // A torn line may well end inside a character: not counted.
+        if matches!(text, std::borrow::Cow::Owned(_)) && !torn {
             let (first, n) = not_utf8.unwrap_or((number, 0));
             not_utf8 = Some((first, n + 1));
         }
@@ -886,7 +888,7 @@ pub(crate) fn json_lines(src: &Path, import: &mut Import) -> anyhow::Result<Vec<
                     );
                     out.push((number, value));
                 }
-                None if number == count && !complete => import.warn(
+                None if torn => import.warn(
                     src,
                     number,
                     "incomplete last line (still being written?); left for the next read",
