@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
-use super::{Draft, EventExtra, Format, Import, rfc3339, text_of};
+use super::{ABSENT, Counts, Draft, EventExtra, Format, Import, rfc3339, text_of};
 use crate::model::{Kind, Usage};
 
 /// Which API a JSON document is in, from its keys.
@@ -55,8 +55,9 @@ pub fn detect(value: &Value) -> anyhow::Result<Format> {
 }
 
 pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<()> {
+    import.reads_file(src);
     let bytes = std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
-    let value: Value = serde_json::from_slice(&bytes)
+    let value: Value = serde_json::from_slice(super::without_bom(&bytes))
         .with_context(|| format!("{}: not valid JSON", src.display()))?;
     let id = src
         .file_stem()
@@ -65,7 +66,7 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
         .ok()
         .and_then(|m| m.modified().ok())
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs() as i64);
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
     let meta = json!({"source": format.name(), "file": src.display().to_string()});
     let recordings: Vec<(&Value, Option<&Value>)> = match &value {
         Value::Array(items) if items.first().is_some_and(|i| i.get("request").is_some()) => items
@@ -92,7 +93,11 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
         .and_then(|r| r.get("created").or_else(|| r.get("created_at")))
         .and_then(Value::as_i64)
         .unwrap_or(modified);
-    let draft = import.session(&id, &rfc3339(created), meta);
+    import.session(&id, &rfc3339(created), meta);
+    let Import {
+        sessions, warnings, ..
+    } = import;
+    let draft = sessions.last_mut().expect("just added");
     let ts = rfc3339(created);
     // The last request holds the whole conversation; earlier ones are its prefixes.
     let mut ends = Vec::new();
@@ -114,7 +119,8 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
             convert.item(draft, &item, &ts);
         }
     }
-    for ((request, response), end) in recordings.iter().zip(ends) {
+    let several = recordings.len() > 1;
+    for (i, ((request, response), end)) in recordings.iter().zip(ends).enumerate() {
         let Some(response) = response else { continue };
         let last = if end == 0 {
             0
@@ -133,7 +139,13 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
             .as_str()
             .or_else(|| request["model"].as_str())
             .map(str::to_string);
-        draft.call(last, &call_ts, model, usage_of(format, &response["usage"]));
+        let at = if several {
+            format!("{}: recording {}", src.display(), i + 1)
+        } else {
+            src.display().to_string()
+        };
+        let usage = usage_of(format, &response["usage"], warnings, &at);
+        draft.call(last, &call_ts, model, usage);
     }
     Ok(())
 }
@@ -165,6 +177,9 @@ fn output_of(format: Format, response: &Value) -> Vec<Value> {
     }
 }
 
+/// How far past the tool calls so far a streamed chunk's index may point.
+const MAX_GAP: usize = 64;
+
 /// A streamed response's events (`data: {...}` lines) as the one response
 /// the API would have returned unstreamed.
 fn reassemble(format: Format, sse: &str) -> Value {
@@ -185,11 +200,21 @@ fn reassemble(format: Format, sse: &str) -> Value {
                 let delta = &chunk["choices"][0]["delta"];
                 content.push_str(delta["content"].as_str().unwrap_or(""));
                 for call in delta["tool_calls"].as_array().into_iter().flatten() {
-                    let index = call["index"].as_u64().unwrap_or(0) as usize;
+                    // An index far past the calls so far is not one a
+                    // server sends: skipped, rather than making room for it.
+                    let index = call["index"].as_u64().unwrap_or(0);
+                    let Some(index) = usize::try_from(index)
+                        .ok()
+                        .filter(|&i| i <= calls.len().saturating_add(MAX_GAP))
+                    else {
+                        continue;
+                    };
                     if calls.len() <= index {
                         calls.resize(index + 1, json!({"function": {"arguments": ""}}));
                     }
-                    let whole_call = &mut calls[index];
+                    let Some(whole_call) = calls.get_mut(index) else {
+                        continue;
+                    };
                     for key in ["id", "type"] {
                         if !call[key].is_null() {
                             whole_call[key] = call[key].clone();
@@ -220,7 +245,7 @@ fn reassemble(format: Format, sse: &str) -> Value {
             let mut args: Vec<String> = Vec::new();
             for event in events {
                 match event["type"].as_str() {
-                    Some("message_start") => {
+                    Some("message_start") if event["message"].is_object() => {
                         let content = whole["content"].take();
                         whole = event["message"].clone();
                         whole["content"] = content;
@@ -232,13 +257,17 @@ fn reassemble(format: Format, sse: &str) -> Value {
                         }
                     }
                     Some("content_block_delta") => {
-                        let index = event["index"].as_u64().unwrap_or(0) as usize;
+                        let index = event["index"].as_u64().unwrap_or(0);
+                        let index = usize::try_from(index).unwrap_or(usize::MAX);
                         let delta = &event["delta"];
                         let (Some(block), Some(partial)) =
                             (whole["content"].get_mut(index), args.get_mut(index))
                         else {
                             continue;
                         };
+                        if !block.is_object() {
+                            continue;
+                        }
                         for key in ["text", "thinking"] {
                             if let Some(more) = delta[key].as_str() {
                                 let so_far = block[key].as_str().unwrap_or("");
@@ -253,6 +282,9 @@ fn reassemble(format: Format, sse: &str) -> Value {
                         }
                     }
                     Some("message_delta") => {
+                        if !whole["usage"].is_object() {
+                            whole["usage"] = json!({});
+                        }
                         for (key, value) in event["usage"].as_object().into_iter().flatten() {
                             whole["usage"][key] = value.clone();
                         }
@@ -265,22 +297,29 @@ fn reassemble(format: Format, sse: &str) -> Value {
     }
 }
 
-fn usage_of(format: Format, u: &Value) -> Usage {
-    match format {
-        Format::Anthropic => super::claude_code::usage_of(Some(u)),
-        Format::OpenaiChat => Usage {
-            input_tokens: u["prompt_tokens"].as_i64(),
-            cache_read_tokens: u["prompt_tokens_details"]["cached_tokens"].as_i64(),
-            cache_write_tokens: None,
-            output_tokens: u["completion_tokens"].as_i64(),
+/// A response's usage; OpenAI's input counts include the cached tokens.
+fn usage_of(format: Format, u: &Value, warnings: &mut Vec<String>, at: &str) -> Usage {
+    let counts = match format {
+        Format::Anthropic => return super::claude_code::usage_of(Some(u), warnings, at),
+        Format::OpenaiChat => Counts {
+            input: ("prompt_tokens", &u["prompt_tokens"]),
+            cache_read: (
+                "cached_tokens",
+                &u["prompt_tokens_details"]["cached_tokens"],
+            ),
+            cache_write: ABSENT,
+            output: ("completion_tokens", &u["completion_tokens"]),
+            input_apart_from_cache: false,
         },
-        _ => Usage {
-            input_tokens: u["input_tokens"].as_i64(),
-            cache_read_tokens: u["input_tokens_details"]["cached_tokens"].as_i64(),
-            cache_write_tokens: None,
-            output_tokens: u["output_tokens"].as_i64(),
+        _ => Counts {
+            input: ("input_tokens", &u["input_tokens"]),
+            cache_read: ("cached_tokens", &u["input_tokens_details"]["cached_tokens"]),
+            cache_write: ABSENT,
+            output: ("output_tokens", &u["output_tokens"]),
+            input_apart_from_cache: false,
         },
-    }
+    };
+    counts.usage(warnings, at)
 }
 
 /// Turns items into events, remembering per item the position of the last

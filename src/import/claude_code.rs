@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{Draft, EventExtra, Import, json_lines, text_of};
+use super::{Counts, Draft, EventExtra, Import, json_lines, text_of};
 use crate::model::{Kind, Usage};
 
 pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
@@ -38,15 +38,15 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
         .map(|a| format!("{main_id}/{a}"))
         .collect();
     let meta = json!({"source": "claude-code", "file": src.display().to_string()});
-    read_session(import, &main_id, &main, meta, &summarizers);
+    read_session(import, src, &main_id, &main, meta, &summarizers);
     for (agent, group) in sides {
         let id = format!("{main_id}/{agent}");
         let meta = json!({"source": "claude-code", "sidechain": true, "parent_session": main_id});
-        read_session(import, &id, &group, meta, &[]);
+        read_session(import, src, &id, &group, meta, &[]);
     }
     for file in files {
         let lines = json_lines(&file, import)?;
-        let values: Vec<&Value> = lines.iter().map(|(_, v)| v).collect();
+        let values: Vec<Line> = lines.iter().map(|(n, v)| (*n, v)).collect();
         let agent = agent_of(&file).unwrap_or_else(|| "agent".into());
         let id = format!("{main_id}/{agent}");
         let mut meta = json!({
@@ -59,7 +59,7 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
             meta["role"] =
                 json!("compaction summarizer: its calls are the summarizing model calls");
         }
-        read_session(import, &id, &values, meta, &[]);
+        read_session(import, &file, &id, &values, meta, &[]);
     }
     Ok(())
 }
@@ -69,9 +69,12 @@ fn agent_of(file: &Path) -> Option<String> {
     Some(stem.strip_prefix("agent-").unwrap_or(&stem).to_string())
 }
 
+/// A line of a file: its number and its JSON.
+type Line<'a> = (usize, &'a Value);
+
 /// The main line's lines in file order, and the sidechains by agent.
 #[allow(clippy::type_complexity)]
-fn main_line(lines: &[(usize, Value)]) -> (Vec<&Value>, Vec<(String, Vec<&Value>)>) {
+fn main_line(lines: &[(usize, Value)]) -> (Vec<Line<'_>>, Vec<(String, Vec<Line<'_>>)>) {
     let uuid = |v: &Value| v.get("uuid").and_then(Value::as_str).map(str::to_string);
     let side = |v: &Value| v.get("isSidechain").and_then(Value::as_bool) == Some(true);
     let by_uuid: HashMap<String, usize> = lines
@@ -153,8 +156,8 @@ fn main_line(lines: &[(usize, Value)]) -> (Vec<&Value>, Vec<(String, Vec<&Value>
         }
     }
     let mut main = Vec::new();
-    let mut sides: Vec<(String, Vec<&Value>)> = Vec::new();
-    for (i, (_, v)) in lines.iter().enumerate() {
+    let mut sides: Vec<(String, Vec<Line>)> = Vec::new();
+    for (i, (number, v)) in lines.iter().enumerate() {
         if side(v) {
             let agent = v
                 .get("agentId")
@@ -162,11 +165,11 @@ fn main_line(lines: &[(usize, Value)]) -> (Vec<&Value>, Vec<(String, Vec<&Value>
                 .unwrap_or("sidechain")
                 .to_string();
             match sides.iter_mut().find(|(a, _)| *a == agent) {
-                Some((_, group)) => group.push(v),
-                None => sides.push((agent, vec![v])),
+                Some((_, group)) => group.push((*number, v)),
+                None => sides.push((agent, vec![(*number, v)])),
             }
         } else if on_line.contains(&i) || uuid(v).is_none() {
-            main.push(v);
+            main.push((*number, v));
         }
     }
     (main, sides)
@@ -174,25 +177,30 @@ fn main_line(lines: &[(usize, Value)]) -> (Vec<&Value>, Vec<(String, Vec<&Value>
 
 fn read_session(
     import: &mut Import,
+    file: &Path,
     id: &str,
-    lines: &[&Value],
+    lines: &[Line],
     meta: Value,
     summarizers: &[String],
 ) {
-    if !lines.iter().any(|l| l.get("message").is_some()) {
+    if !lines.iter().any(|(_, l)| l.get("message").is_some()) {
         return;
     }
     let created = lines
         .iter()
-        .find_map(|l| l.get("timestamp").and_then(Value::as_str))
+        .find_map(|(_, l)| l.get("timestamp").and_then(Value::as_str))
         .unwrap_or("1970-01-01T00:00:00Z")
         .to_string();
-    let draft = import.session(id, &created, meta);
+    import.session(id, &created, meta);
+    let Import {
+        sessions, warnings, ..
+    } = import;
+    let draft = sessions.last_mut().expect("just added");
     draft.policy = Some(super::COMPACT_AT_MARKER);
     let mut calls: HashMap<String, usize> = HashMap::new();
     let mut compaction: Option<i64> = None;
     let mut micro: Vec<String> = Vec::new();
-    for line in lines {
+    for &(number, line) in lines {
         let ts = line
             .get("timestamp")
             .and_then(Value::as_str)
@@ -210,15 +218,18 @@ fn read_session(
             }
             "user" => user(draft, message, &ts, line),
             "assistant" => {
-                let Some(message) = message else { continue };
-                let before = draft.last();
-                assistant(draft, message, &ts);
-                let Some(msg_id) = message.get("id").and_then(Value::as_str) else {
+                let Some(message) = message else {
+                    draft.unmapped("assistant line without a message");
                     continue;
                 };
-                let usage = usage_of(message.get("usage"));
-                match calls.get(msg_id) {
+                let before = draft.last();
+                assistant(draft, message, &ts);
+                let msg_id = message.get("id").and_then(Value::as_str);
+                let at = format!("{}:{number}", file.display());
+                let usage = usage_of(message.get("usage"), warnings, &at);
+                match msg_id.and_then(|m| calls.get(m)) {
                     Some(&ix) => draft.calls[ix].usage = usage,
+                    // A line without a response id is a response of its own.
                     None if before >= 1 => {
                         let model = message
                             .get("model")
@@ -228,7 +239,9 @@ fn read_session(
                         if !micro.is_empty() {
                             add_micro_evictions(draft, &micro);
                         }
-                        calls.insert(msg_id.to_string(), draft.calls.len() - 1);
+                        if let Some(m) = msg_id {
+                            calls.insert(m.to_string(), draft.calls.len() - 1);
+                        }
                     }
                     None => draft.unmapped("response before any event"),
                 }
@@ -304,6 +317,7 @@ fn add_micro_evictions(draft: &mut Draft, ids: &[String]) {
 
 fn user(draft: &mut Draft, message: Option<&Value>, ts: &str, line: &Value) {
     let Some(content) = message.map(|m| &m["content"]) else {
+        draft.unmapped("user line without a message");
         return;
     };
     let meta = (line.get("isMeta").and_then(Value::as_bool) == Some(true))
@@ -318,24 +332,34 @@ fn user(draft: &mut Draft, message: Option<&Value>, ts: &str, line: &Value) {
     }
 }
 
+/// An assistant line's content: blocks as usual, but also a plain string
+/// (text) or a single block; none at all is counted.
 fn assistant(draft: &mut Draft, message: &Value, ts: &str) {
-    if let Some(blocks) = message.get("content").and_then(Value::as_array) {
-        draft.blocks(Kind::Assistant, ts, blocks, None);
+    match message.get("content") {
+        Some(Value::Array(blocks)) => draft.blocks(Kind::Assistant, ts, blocks, None),
+        Some(Value::String(text)) => {
+            draft.push(Kind::Assistant, ts, text.clone(), EventExtra::default());
+        }
+        Some(block @ Value::Object(_)) => {
+            draft.blocks(Kind::Assistant, ts, std::slice::from_ref(block), None);
+        }
+        Some(Value::Null) | None => draft.unmapped("assistant content: none"),
+        Some(_) => draft.unmapped("assistant content: not text or blocks"),
     }
 }
 
 /// Anthropic usage: input excludes the cache, so the call's input is all three.
-pub(super) fn usage_of(usage: Option<&Value>) -> Usage {
+pub(super) fn usage_of(usage: Option<&Value>, warnings: &mut Vec<String>, at: &str) -> Usage {
     let Some(u) = usage else {
         return Usage::default();
     };
-    let get = |k: &str| u.get(k).and_then(Value::as_i64);
-    let read = get("cache_read_input_tokens");
-    let write = get("cache_creation_input_tokens");
-    Usage {
-        input_tokens: get("input_tokens").map(|i| i + read.unwrap_or(0) + write.unwrap_or(0)),
-        cache_read_tokens: read,
-        cache_write_tokens: write,
-        output_tokens: get("output_tokens"),
+    let count = |k: &'static str| (k, u.get(k).unwrap_or(&Value::Null));
+    Counts {
+        input: count("input_tokens"),
+        cache_read: count("cache_read_input_tokens"),
+        cache_write: count("cache_creation_input_tokens"),
+        output: count("output_tokens"),
+        input_apart_from_cache: true,
     }
+    .usage(warnings, at)
 }

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{EventExtra, Import, json_lines, text_of};
-use crate::model::{Kind, Usage};
+use super::{ABSENT, Counts, EventExtra, Import, json_lines, text_of};
+use crate::model::Kind;
 
 pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
     let lines = json_lines(src, import)?;
@@ -45,9 +45,13 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
         .iter()
         .filter(|(_, l)| l["type"] == "response_item" && l["payload"]["type"] == "message")
         .filter(|(_, l)| l["payload"]["role"] == "user")
-        .map(|(_, l)| text_of(&l["payload"]["content"]).trim().to_string())
+        .map(|(_, l)| same_text(&text_of(&l["payload"]["content"])))
         .collect();
-    let draft = import.session(&id, &created, meta);
+    import.session(&id, &created, meta);
+    let Import {
+        sessions, warnings, ..
+    } = import;
+    let draft = sessions.last_mut().expect("just added");
     draft.policy = Some(super::COMPACT_AT_MARKER);
     if let Some(text) = meta_line.and_then(|p| p["base_instructions"]["text"].as_str()) {
         draft.push(
@@ -61,7 +65,7 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
     // Where the items answering the next token_count began.
     let mut response_from: Option<(i64, String)> = None;
     let mut last_total: Option<Value> = None;
-    for (_, line) in &lines {
+    for &(number, ref line) in &lines {
         let ts = line["timestamp"].as_str().unwrap_or(&created).to_string();
         let payload = &line["payload"];
         let kind = payload["type"].as_str().unwrap_or("");
@@ -137,7 +141,7 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
             "event_msg" => match kind {
                 "user_message" => {
                     let text = payload["message"].as_str().unwrap_or("").to_string();
-                    if !user_items.contains(text.trim()) {
+                    if !user_items.contains(&same_text(&text)) {
                         draft.push(
                             Kind::User,
                             &ts,
@@ -159,13 +163,17 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
                     if from < 1 {
                         continue;
                     }
+                    // Codex's input count includes the cached tokens.
                     let u = &info["last_token_usage"];
-                    let usage = Usage {
-                        input_tokens: u["input_tokens"].as_i64(),
-                        cache_read_tokens: u["cached_input_tokens"].as_i64(),
-                        cache_write_tokens: None,
-                        output_tokens: u["output_tokens"].as_i64(),
-                    };
+                    let count = |k: &'static str| (k, &u[k]);
+                    let usage = Counts {
+                        input: count("input_tokens"),
+                        cache_read: count("cached_input_tokens"),
+                        cache_write: ABSENT,
+                        output: count("output_tokens"),
+                        input_apart_from_cache: false,
+                    }
+                    .usage(warnings, &format!("{}:{number}", src.display()));
                     draft.call(from, &started, model.clone(), usage);
                 }
                 "context_compacted" | "agent_message" | "agent_reasoning" => {}
@@ -191,6 +199,21 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A message's text as the two copies of it compare: trimmed, line ends as
+/// `\n`, and each run of U+FFFD as one, as bytes that were not UTF-8 (or
+/// half a surrogate pair) may have been replaced one by one in one copy
+/// and as a whole in the other.
+fn same_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.trim().replace("\r\n", "\n").chars() {
+        if c == '\u{FFFD}' && out.ends_with('\u{FFFD}') {
+            continue;
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A remote compaction's replacement history cannot be read (it is

@@ -8,10 +8,11 @@ use std::path::Path;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use super::{Draft, EventExtra, Import, open_sqlite, sql_rows, sqlite_tables};
+use super::{ABSENT, Counts, Draft, EventExtra, Import, open_sqlite, sql_rows, sqlite_tables};
 use crate::model::{Kind, Usage};
 
 pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
+    import.reads_sqlite(src);
     let tables = sqlite_tables(src)?;
     let has = |t: &str| tables.iter().any(|name| name == t);
     let db = open_sqlite(src)?;
@@ -35,12 +36,21 @@ fn when(row: &Value, key: &str) -> String {
         .map_or_else(|| "1970-01-01T00:00:00Z".to_string(), to_rfc3339)
 }
 
-fn usage(row: &Value) -> Usage {
-    Usage {
-        input_tokens: row["input_tokens"].as_i64(),
-        output_tokens: row["output_tokens"].as_i64(),
-        ..Usage::default()
+/// A row's usage, warning about a bad count as `FILE (TABLE ID)`.
+fn usage(row: &Value, warnings: &mut Vec<String>, src: &Path, table: &str) -> Usage {
+    let at = format!(
+        "{} ({table} {})",
+        src.display(),
+        text(row, "id").unwrap_or_default()
+    );
+    Counts {
+        input: ("input_tokens", &row["input_tokens"]),
+        cache_read: ABSENT,
+        cache_write: ABSENT,
+        output: ("output_tokens", &row["output_tokens"]),
+        input_apart_from_cache: false,
     }
+    .usage(warnings, &at)
 }
 
 /// 0.27 to 0.31: each conversation's responses in time order. A response's
@@ -88,7 +98,10 @@ fn read_responses(
                 draft.push(Kind::System, &ts, system, EventExtra::default());
             }
         }
-        let draft = import.sessions.last_mut().expect("a session was started");
+        let Import {
+            sessions, warnings, ..
+        } = &mut *import;
+        let draft = sessions.last_mut().expect("a session was started");
         for result in results.get(&id).into_iter().flatten() {
             let (tool, call_id) = tool_of(result);
             let output = text(result, "output").unwrap_or_default();
@@ -98,7 +111,8 @@ fn read_responses(
             draft.push(Kind::User, &ts, prompt, EventExtra::default());
         }
         if draft.last() >= 1 {
-            draft.call(draft.last(), &ts, text(&row, "model"), usage(&row));
+            let usage = usage(&row, warnings, src, "response");
+            draft.call(draft.last(), &ts, text(&row, "model"), usage);
         }
         if let Some(answer) = text(&row, "response").filter(|r| !r.is_empty()) {
             draft.push(Kind::Assistant, &ts, answer, EventExtra::default());
@@ -127,7 +141,11 @@ fn read_threads(db: &Connection, src: &Path, import: &mut Import) -> anyhow::Res
         let id = text(thread, "id").unwrap_or_default();
         let ts = when(thread, "datetime_utc");
         let meta = json!({"source": "llm", "schema": "threads", "file": src.display().to_string()});
-        let draft = import.session(&id, &ts, meta);
+        import.session(&id, &ts, meta);
+        let Import {
+            sessions, warnings, ..
+        } = &mut *import;
+        let draft = sessions.last_mut().expect("just added");
         draft.session.title = text(thread, "name");
         let mut chain: Vec<Value> = Vec::new();
         let mut at = text(thread, "tip_message_hash");
@@ -170,7 +188,8 @@ fn read_threads(db: &Connection, src: &Path, import: &mut Import) -> anyhow::Res
                 continue;
             };
             let model = text(&turn, "resolved_model").or_else(|| text(&turn, "model"));
-            draft.call(last, &when(&turn, "datetime_utc"), model, usage(&turn));
+            let usage = usage(&turn, warnings, src, "turn");
+            draft.call(last, &when(&turn, "datetime_utc"), model, usage);
         }
     }
     Ok(threads.len())

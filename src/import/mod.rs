@@ -54,7 +54,17 @@ pub struct Import {
     pub sessions: Vec<Draft>,
     /// Malformed input, "FILE:LINE: what", in the order met.
     pub warnings: Vec<String>,
+    /// What the import read: its output may be none of it.
+    reads: Vec<Read>,
     next_seq: i64,
+}
+
+/// A file an import read (or would read, were it there), or a folder all
+/// of whose files it reads.
+#[derive(Debug)]
+enum Read {
+    File(PathBuf),
+    Tree(PathBuf),
 }
 
 /// One session being built: events in order, turns counted at user messages.
@@ -96,12 +106,111 @@ impl Import {
             .push(format!("{}:{line}: {what}", file.display()));
     }
 
+    /// A warning about a whole file (or folder), "FILE: what".
+    pub fn warn_file(&mut self, file: &Path, what: impl std::fmt::Display) {
+        self.warnings.push(format!("{}: {what}", file.display()));
+    }
+
+    /// Notes a file the import reads (or would read, were it there).
+    pub(crate) fn reads_file(&mut self, path: &Path) {
+        self.reads.push(Read::File(path.to_path_buf()));
+    }
+
+    /// Notes a SQLite file the import reads, with its -wal and -shm.
+    pub(crate) fn reads_sqlite(&mut self, path: &Path) {
+        self.reads_file(path);
+        for beside in crate::log::wal_files(path) {
+            self.reads.push(Read::File(beside));
+        }
+    }
+
+    /// Notes a folder whose every file the import reads.
+    pub(crate) fn reads_tree(&mut self, path: &Path) {
+        self.reads.push(Read::Tree(path.to_path_buf()));
+    }
+
+    /// Refuses an output that is (or whose -wal, -shm or -journal is) a file
+    /// the import reads, compared by identity, or that lies in a folder it reads.
+    fn check_output(&self, out: &Path) -> anyhow::Result<()> {
+        let mut candidates = vec![out.to_path_buf()];
+        for suffix in ["-wal", "-shm", "-journal"] {
+            let mut name = out.as_os_str().to_owned();
+            name.push(suffix);
+            candidates.push(PathBuf::from(name));
+        }
+        for candidate in &candidates {
+            for read in &self.reads {
+                let hit = match read {
+                    Read::File(path) => same_file(candidate, path),
+                    Read::Tree(dir) => match (resolved(candidate), dir.canonicalize()) {
+                        (Some(c), Ok(dir)) => c.starts_with(dir),
+                        _ => false,
+                    },
+                };
+                if hit {
+                    let what = match read {
+                        Read::File(path) if candidate == out => {
+                            format!("the import reads this file ({})", path.display())
+                        }
+                        Read::File(path) => format!(
+                            "{} beside it is a file the import reads ({})",
+                            candidate.display(),
+                            path.display()
+                        ),
+                        Read::Tree(dir) => {
+                            format!("inside {}, which the import reads", dir.display())
+                        }
+                    };
+                    bail!("{}: {what}; write the log somewhere else", out.display());
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every event, summary and call written to a new log at `out`, through
-    /// a file beside it renamed into place, so a reader never sees half.
-    pub fn write(mut self, out: &Path) -> anyhow::Result<WriteReport> {
-        let partial = out.with_extension("importing");
-        let _ = std::fs::remove_file(&partial);
-        let mut w = Writer::create(&partial)?;
+    /// a file of a unique name beside it renamed into place, so a reader
+    /// never sees half and imports to one output at once never collide.
+    /// An `out` the import read from is refused before anything is written.
+    pub fn write(self, out: &Path) -> anyhow::Result<WriteReport> {
+        self.check_output(out)?;
+        let folder = match out.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let temp = tempfile::Builder::new()
+            .prefix(".ctxlens-import-")
+            .suffix(".db")
+            .make_in(folder, |path| {
+                Writer::create(path).map_err(|e| match e {
+                    crate::log::LogError::Exists(_) => {
+                        std::io::Error::new(std::io::ErrorKind::AlreadyExists, e.to_string())
+                    }
+                    other => std::io::Error::other(other.to_string()),
+                })
+            })
+            .with_context(|| format!("{}: cannot write the import beside it", out.display()))?;
+        let (w, path) = temp.into_parts();
+        // From here the guard removes the file, and its -wal and -shm, on
+        // any failure; the writer is closed (or dropped) before it does.
+        let partial = Partial {
+            path: path
+                .keep()
+                .with_context(|| format!("{}: cannot write the import beside it", out.display()))?,
+            moved: false,
+        };
+        let report = self
+            .write_into(w)
+            .with_context(|| format!("{}: cannot write the import", out.display()))?;
+        partial.settle()?;
+        partial.move_to(out)?;
+        Ok(report)
+    }
+
+    /// Writes everything with `w` and closes it (not `finish`: a transcript
+    /// may still be growing, and whether a session ended is its host's to
+    /// say, so the import leaves that to its timestamps).
+    fn write_into(mut self, mut w: Writer) -> anyhow::Result<WriteReport> {
         let mut report = WriteReport::default();
         for draft in &mut self.sessions {
             if !draft.unmapped.is_empty() {
@@ -129,7 +238,10 @@ impl Import {
             for call in &draft.calls {
                 let mut call = resolve_call(draft, call);
                 // A call's summary_id names the draft's summary by position.
-                call.summary_id = call.summary_id.and_then(|i| ids.get(i as usize).copied());
+                call.summary_id = call
+                    .summary_id
+                    .and_then(|i| usize::try_from(i).ok())
+                    .and_then(|i| ids.get(i).copied());
                 w.record_call(&call)?;
             }
             report.sessions += 1;
@@ -137,13 +249,107 @@ impl Import {
             report.summaries += draft.summaries.len();
             report.calls += draft.calls.len();
         }
-        // A transcript may still be growing: whether a session ended is its
-        // host's to say, so the import leaves that to its timestamps.
         w.close()?;
-        std::fs::rename(&partial, out)
-            .with_context(|| format!("cannot move the import into place at {}", out.display()))?;
         report.warnings = self.warnings;
         Ok(report)
+    }
+}
+
+/// An import being written under a temporary name beside its output: removed
+/// with its -wal, -shm and -journal unless it was moved into place.
+struct Partial {
+    path: PathBuf,
+    moved: bool,
+}
+
+impl Partial {
+    /// Makes the file whole by itself: what the writer's PASSIVE checkpoint
+    /// left in the -wal (nothing, once its last connection closed) is folded
+    /// in with TRUNCATE, which no reader can hold up as no one else has this
+    /// file, and the -wal and -shm go, so the file does not depend on files
+    /// under a name it is about to leave.
+    fn settle(&self) -> anyhow::Result<()> {
+        let [wal, _] = crate::log::wal_files(&self.path);
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+            let conn = rusqlite::Connection::open(&self.path)
+                .with_context(|| format!("{}: cannot reopen the import", self.path.display()))?;
+            let busy: i64 = conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+                .with_context(|| {
+                    format!("{}: cannot checkpoint the import", self.path.display())
+                })?;
+            if busy != 0 {
+                bail!(
+                    "{}: the import's write-ahead log could not be folded in",
+                    self.path.display()
+                );
+            }
+            conn.close().map_err(|(_, e)| e)?;
+        }
+        crate::log::remove_wal_files(&self.path)?;
+        Ok(())
+    }
+
+    /// Renames the file to `out`, after removing the -wal, -shm and -journal
+    /// that a killed writer of an earlier log there may have left: SQLite
+    /// would apply them over the new file.
+    fn move_to(mut self, out: &Path) -> anyhow::Result<()> {
+        remove_beside(out)?;
+        std::fs::rename(&self.path, out)
+            .with_context(|| format!("cannot move the import into place at {}", out.display()))?;
+        self.moved = true;
+        Ok(())
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if !self.moved {
+            let _ = std::fs::remove_file(&self.path);
+            let _ = remove_beside(&self.path);
+        }
+    }
+}
+
+/// Whether `a` and `b` are one file: by device and inode where both exist
+/// (so a hard link or another spelling of the path is caught), else by
+/// their resolved paths.
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        use std::os::unix::fs::MetadataExt;
+        return x.dev() == y.dev() && x.ino() == y.ino();
+    }
+    match (resolved(a), resolved(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// `path` made absolute with its links resolved; for a file that does not
+/// exist yet, its folder resolved and its name joined.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    if let Ok(path) = path.canonicalize() {
+        return Some(path);
+    }
+    let name = path.file_name()?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Some(parent.canonicalize().ok()?.join(name))
+}
+
+/// Removes the -wal, -shm and -journal beside `path`, where they exist.
+fn remove_beside(path: &Path) -> anyhow::Result<()> {
+    crate::log::remove_wal_files(path)?;
+    let mut journal = path.as_os_str().to_owned();
+    journal.push("-journal");
+    match std::fs::remove_file(&journal) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("cannot remove {}", Path::new(&journal).display()))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -284,8 +490,26 @@ impl Draft {
                 }
                 Some("tool_result") => {
                     let id = block["tool_use_id"].as_str().unwrap_or("");
-                    let error = (block["is_error"] == true).then(|| json!({"is_error": true}));
-                    self.tool_result(ts, None, id, text_of(&block["content"]), error);
+                    let content = &block["content"];
+                    let mut meta = Map::new();
+                    if block["is_error"] == true {
+                        meta.insert("is_error".into(), json!(true));
+                    }
+                    // An image or a document among the result's items is kept
+                    // in its meta, as other items the log has no kind for.
+                    let others: Vec<Value> = content
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|item| !is_text_item(item))
+                        .cloned()
+                        .map(without_data)
+                        .collect();
+                    if !others.is_empty() {
+                        meta.insert("unmapped".into(), Value::Array(others));
+                    }
+                    let meta = (!meta.is_empty()).then_some(Value::Object(meta));
+                    self.tool_result(ts, None, id, text_of(content), meta);
                 }
                 _ => kept.push(block.clone()),
             }
@@ -507,6 +731,7 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
         );
     }
     let head = read_head(src)?;
+    let head = without_bom(&head);
     if head.starts_with(b"SQLite format 3\0") {
         let tables = sqlite_tables(src)?;
         if tables.iter().any(|t| t == "threads" || t == "responses") {
@@ -520,14 +745,15 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
             src.display()
         );
     }
-    let text = String::from_utf8_lossy(&head);
+    let text = String::from_utf8_lossy(head);
     let trimmed = text.trim_start();
-    if trimmed.starts_with('[')
-        || (trimmed.starts_with('{')
-            && serde_json::from_slice::<Value>(&std::fs::read(src)?).is_ok())
-    {
-        let value: Value = serde_json::from_slice(&std::fs::read(src)?)
-            .with_context(|| format!("{}: not valid JSON", src.display()))?;
+    let whole = || -> anyhow::Result<Value> {
+        let bytes = std::fs::read(src)?;
+        serde_json::from_slice(without_bom(&bytes))
+            .with_context(|| format!("{}: not valid JSON", src.display()))
+    };
+    if trimmed.starts_with('[') || (trimmed.starts_with('{') && whole().is_ok()) {
+        let value = whole()?;
         return api::detect(&value).with_context(|| {
             format!(
                 "{}: JSON, but not messages or a request body of a known API",
@@ -617,25 +843,217 @@ pub(crate) fn open_sqlite(src: &Path) -> anyhow::Result<rusqlite::Connection> {
         .with_context(|| format!("{}: cannot open as SQLite", src.display()))
 }
 
-/// The lines of a JSON-lines file, parsed; malformed ones are warnings, and a
-/// last line without its newline that does not parse is still being written.
+/// The lines of a JSON-lines file, parsed. A byte order mark at its start
+/// is skipped; bytes that are not UTF-8 are read as U+FFFD (with a warning);
+/// a line that does not parse only because of a lone surrogate escape is
+/// read with U+FFFD in its place (with a warning); other malformed lines
+/// are warnings, skipped. A last line without its newline that does not
+/// parse is still being written: left for the next read, with a warning.
 pub(crate) fn json_lines(src: &Path, import: &mut Import) -> anyhow::Result<Vec<(usize, Value)>> {
+    import.reads_file(src);
     let bytes = std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
-    let text = String::from_utf8_lossy(&bytes);
-    let complete = text.ends_with('\n');
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
+    let bytes = without_bom(&bytes);
+    let complete = bytes.ends_with(b"\n");
+    let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    if complete {
+        // The empty piece after the final newline.
+        lines.pop();
+    }
+    let count = lines.len();
+    let mut out = Vec::with_capacity(count);
+    let mut not_utf8: Option<(usize, usize)> = None;
+    for (i, line) in lines.into_iter().enumerate() {
+        let number = i + 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let text = String::from_utf8_lossy(line);
+        let torn = number == count && !complete;
+        // A torn line may well end inside a character: not counted.
+        if matches!(text, std::borrow::Cow::Owned(_)) && !torn {
+            let (first, n) = not_utf8.unwrap_or((number, 0));
+            not_utf8 = Some((first, n + 1));
+        }
+        if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Value>(line) {
-            Ok(value) => out.push((i + 1, value)),
-            Err(_) if i + 1 == lines.len() && !complete => {}
-            Err(e) => import.warn(src, i + 1, format!("not JSON ({e}); skipped")),
+        match serde_json::from_str::<Value>(&text) {
+            Ok(value) => out.push((number, value)),
+            Err(e) => match repair_surrogates(&text)
+                .and_then(|fixed| serde_json::from_str::<Value>(&fixed).ok())
+            {
+                Some(value) => {
+                    import.warn(
+                        src,
+                        number,
+                        "a lone surrogate escape (half a UTF-16 pair), read as U+FFFD",
+                    );
+                    out.push((number, value));
+                }
+                None if torn => import.warn(
+                    src,
+                    number,
+                    "incomplete last line (still being written?); left for the next read",
+                ),
+                None => import.warn(src, number, format!("not JSON ({e}); skipped")),
+            },
         }
     }
+    if let Some((first, n)) = not_utf8 {
+        let lines = if n == 1 {
+            "this line".to_string()
+        } else {
+            format!("{n} lines from here")
+        };
+        import.warn(
+            src,
+            first,
+            format!("bytes that are not UTF-8, read as U+FFFD ({lines})"),
+        );
+    }
     Ok(out)
+}
+
+/// `line` with every lone surrogate escape (`\\ud800` with no other half
+/// beside it) replaced by `\\ufffd`; `None` when it has none.
+pub(crate) fn repair_surrogates(line: &str) -> Option<String> {
+    let bytes = line.as_bytes();
+    let hex = |at: usize| -> Option<u32> {
+        let digits = bytes.get(at..at.checked_add(4)?)?;
+        let digits = std::str::from_utf8(digits).ok()?;
+        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u32::from_str_radix(digits, 16).ok()
+    };
+    let escape = |at: usize| -> Option<u32> {
+        (bytes.get(at) == Some(&b'\\') && bytes.get(at + 1) == Some(&b'u'))
+            .then(|| hex(at + 2))
+            .flatten()
+    };
+    let high = 0xD800..0xDC00;
+    let low = 0xDC00..0xE000;
+    let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
+    let mut changed = false;
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b != b'\\' {
+            out.push(b);
+            i += 1;
+            continue;
+        }
+        match escape(i) {
+            Some(code)
+                if high.contains(&code) && escape(i + 6).is_some_and(|c| low.contains(&c)) =>
+            {
+                out.extend_from_slice(bytes.get(i..i + 12).unwrap_or_default());
+                i += 12;
+            }
+            Some(code) if high.contains(&code) || low.contains(&code) => {
+                out.extend_from_slice(b"\\ufffd");
+                changed = true;
+                i += 6;
+            }
+            // Any other escape is two characters, or six for \\uXXXX: kept.
+            Some(_) => {
+                out.extend_from_slice(bytes.get(i..i + 6).unwrap_or_default());
+                i += 6;
+            }
+            None => {
+                out.push(b);
+                if let Some(&next) = bytes.get(i + 1) {
+                    out.push(next);
+                }
+                i += 2;
+            }
+        }
+    }
+    changed.then(|| String::from_utf8_lossy(&out).into_owned())
+}
+
+/// A count a source does not give.
+pub(crate) const ABSENT: (&str, &Value) = ("", &Value::Null);
+
+/// The token counts of one model call as a source gives them, each with the
+/// name the source uses (for warnings) and its value (`Null` when absent).
+/// Every importer reads its usage through this.
+pub(crate) struct Counts<'a> {
+    pub input: (&'a str, &'a Value),
+    pub cache_read: (&'a str, &'a Value),
+    pub cache_write: (&'a str, &'a Value),
+    pub output: (&'a str, &'a Value),
+    /// Anthropic and OpenCode count the input apart from the cache: the
+    /// call's input is then all three.
+    pub input_apart_from_cache: bool,
+}
+
+impl Counts<'_> {
+    /// The usage: a count is a whole number of at least 0 (one past the
+    /// largest i64 is the largest); a negative or unreadable one is unknown,
+    /// with a warning naming `at` ("FILE:LINE", or the file and record);
+    /// sums saturate rather than wrap.
+    pub(crate) fn usage(self, warnings: &mut Vec<String>, at: &str) -> Usage {
+        let mut count = |(name, value): (&str, &Value)| match token_count(value) {
+            Ok(n) => n,
+            Err(what) => {
+                warnings.push(format!("{at}: {what} {name} ({value}); taken as unknown"));
+                None
+            }
+        };
+        let input = count(self.input);
+        let read = count(self.cache_read);
+        let write = count(self.cache_write);
+        let output = count(self.output);
+        let input = if self.input_apart_from_cache {
+            input.map(|i| {
+                i.saturating_add(read.unwrap_or(0))
+                    .saturating_add(write.unwrap_or(0))
+            })
+        } else {
+            input
+        };
+        Usage {
+            input_tokens: input,
+            cache_read_tokens: read,
+            cache_write_tokens: write,
+            output_tokens: output,
+        }
+    }
+}
+
+/// A token count: `None` when absent, an error saying what is wrong with it
+/// when it cannot be one.
+fn token_count(value: &Value) -> Result<Option<i64>, &'static str> {
+    let Value::Number(n) = value else {
+        return match value {
+            Value::Null => Ok(None),
+            _ => Err("non-numeric"),
+        };
+    };
+    if let Some(i) = n.as_i64() {
+        return if i < 0 { Err("negative") } else { Ok(Some(i)) };
+    }
+    if n.as_u64().is_some() {
+        return Ok(Some(i64::MAX));
+    }
+    match n.as_f64() {
+        Some(f) if f < 0.0 => Err("negative"),
+        // A float cast to an integer saturates; it never wraps.
+        Some(f) if f.is_finite() && f.fract() == 0.0 => Ok(Some(f as i64)),
+        _ => Err("fractional"),
+    }
+}
+
+/// `bytes` without a UTF-8 byte order mark at their start.
+pub(crate) fn without_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
+}
+
+/// Whether `text_of` takes an item of a list of blocks as text.
+fn is_text_item(item: &Value) -> bool {
+    item.is_string()
+        || item
+            .get("text")
+            .or_else(|| item.get("content"))
+            .is_some_and(Value::is_string)
 }
 
 /// Text of a content value: a string, or the text of a list of blocks.
@@ -710,9 +1128,20 @@ pub fn cache_path(src: &Path) -> anyhow::Result<PathBuf> {
     Ok(cache_dir().join(format!("{stem}-{:016x}.db", hasher.finish())))
 }
 
+/// Hashes the size and modification time of `path` and, for a folder, of
+/// everything under it. A link is stamped by what it points to, but not
+/// followed into a folder: a link back up would never end.
 fn stamp(path: &Path, hasher: &mut impl std::hash::Hasher) -> anyhow::Result<()> {
     use std::hash::Hash;
-    let meta = std::fs::metadata(path)?;
+    let own = std::fs::symlink_metadata(path)?;
+    let meta = if own.file_type().is_symlink() {
+        match std::fs::metadata(path) {
+            Ok(target) if !target.is_dir() => target,
+            _ => own,
+        }
+    } else {
+        own
+    };
     meta.len().hash(hasher);
     meta.modified().ok().hash(hasher);
     if meta.is_dir() {

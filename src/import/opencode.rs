@@ -7,19 +7,20 @@
 //! user message holding the `compaction` part it answers; a tool output with
 //! `time.compacted` is sent as a stub by every call after that time.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
-use super::{Draft, EventExtra, Import, open_sqlite, rfc3339, sql_rows, text_of};
-use crate::model::{Kind, Usage};
+use super::{Counts, Draft, EventExtra, Import, open_sqlite, rfc3339, sql_rows, text_of};
+use crate::model::Kind;
 
-/// A session with its messages, each with its parts.
+/// A session with its messages, each with its parts and where it was read
+/// (its file, or the database and its id), for warnings.
 struct Stored {
     session: Value,
-    messages: Vec<(Value, Vec<Value>)>,
+    messages: Vec<(Value, Vec<Value>, String)>,
 }
 
 pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
@@ -28,14 +29,20 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
     } else {
         src.to_path_buf()
     };
+    import.reads_sqlite(&db);
+    let root = if src.join("storage").is_dir() {
+        src.join("storage")
+    } else {
+        src.to_path_buf()
+    };
+    if src.is_dir() {
+        for tree in ["session", "message", "part"] {
+            import.reads_tree(&root.join(tree));
+        }
+    }
     let stored = if db.is_file() {
         from_db(&db)?
     } else {
-        let root = if src.join("storage").is_dir() {
-            src.join("storage")
-        } else {
-            src.to_path_buf()
-        };
         from_folder(&root, import)?
     };
     for s in stored {
@@ -44,46 +51,136 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn json_files(dir: &Path, import: &mut Import) -> Vec<Value> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    files.sort();
-    let mut out = Vec::new();
-    for file in files {
-        if file.is_dir() {
-            out.extend(json_files(&file, import));
-        } else if file.extension().is_some_and(|x| x == "json") {
-            match std::fs::read(&file)
-                .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-            {
-                Ok(value) => out.push(value),
-                Err(e) => import.warn(&file, 1, format!("not readable JSON ({e}); skipped")),
+/// The storage folder, resolved: every file read from it must be inside it.
+struct Folder {
+    root: PathBuf,
+    /// The folders already read, resolved, so a link back inside is read once.
+    seen: HashSet<PathBuf>,
+}
+
+impl Folder {
+    /// `path` resolved, when it is inside the folder; otherwise a warning.
+    fn inside(&self, path: &Path, import: &mut Import) -> Option<PathBuf> {
+        match path.canonicalize() {
+            Ok(real) if real.starts_with(&self.root) => Some(real),
+            Ok(real) => {
+                import.warn_file(
+                    path,
+                    format!("leads out of the folder (to {}); skipped", real.display()),
+                );
+                None
+            }
+            Err(e) => {
+                import.warn_file(path, format!("cannot be followed ({e}); skipped"));
+                None
             }
         }
     }
-    out
+
+    /// The JSON files under `dir` (a folder inside the storage), each with its path.
+    fn json_files(&mut self, dir: &Path, import: &mut Import) -> Vec<(PathBuf, Value)> {
+        if std::fs::symlink_metadata(dir).is_err() {
+            return Vec::new();
+        }
+        let Some(real) = self.inside(dir, import) else {
+            return Vec::new();
+        };
+        if !real.is_dir() || !self.seen.insert(real) {
+            return Vec::new();
+        }
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        files.sort();
+        let mut out = Vec::new();
+        for file in files {
+            let Ok(meta) = std::fs::symlink_metadata(&file) else {
+                continue;
+            };
+            let is_dir = if meta.file_type().is_symlink() {
+                match self.inside(&file, import) {
+                    Some(real) => real.is_dir(),
+                    None => continue,
+                }
+            } else {
+                meta.is_dir()
+            };
+            if is_dir {
+                out.extend(self.json_files(&file, import));
+            } else if file.extension().is_some_and(|x| x == "json") {
+                match std::fs::read(&file)
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| {
+                        serde_json::from_slice(super::without_bom(&b)).map_err(|e| e.to_string())
+                    }) {
+                    Ok(value) => out.push((file, value)),
+                    Err(e) => import.warn(&file, 1, format!("not readable JSON ({e}); skipped")),
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether an id read from a file can name a folder inside the storage: a
+/// plain name, with no separator, no `..`, and not absolute.
+fn plain_name(id: &str) -> bool {
+    use std::path::Component;
+    let mut parts = Path::new(id).components();
+    !id.is_empty()
+        && !id.contains(['/', '\\', '\0'])
+        && !id.contains("..")
+        && matches!(
+            (parts.next(), parts.next()),
+            (Some(Component::Normal(_)), None)
+        )
+}
+
+/// An id of `value` fit to name a folder; a warning naming `file` if it is not.
+fn folder_id<'a>(
+    value: &'a Value,
+    file: &Path,
+    what: &str,
+    import: &mut Import,
+) -> Option<&'a str> {
+    let id = value["id"].as_str().filter(|id| !id.is_empty())?;
+    if plain_name(id) {
+        Some(id)
+    } else {
+        import.warn_file(
+            file,
+            format!("{what} id {id:?} is not a plain name (a path, or with ..); skipped"),
+        );
+        None
+    }
 }
 
 fn from_folder(root: &Path, import: &mut Import) -> anyhow::Result<Vec<Stored>> {
-    let sessions = json_files(&root.join("session"), import);
+    let Ok(real) = root.canonicalize() else {
+        return Ok(Vec::new());
+    };
+    let mut folder = Folder {
+        root: real,
+        seen: HashSet::new(),
+    };
+    let sessions = folder.json_files(&root.join("session"), import);
     let mut out = Vec::new();
-    for session in sessions {
-        let Some(id) = session["id"].as_str().filter(|id| !id.is_empty()) else {
+    for (file, session) in sessions {
+        let Some(id) = folder_id(&session, &file, "session", import) else {
             continue;
         };
-        let mut messages: Vec<(Value, Vec<Value>)> =
-            json_files(&root.join("message").join(id), import)
-                .into_iter()
-                .map(|m| {
-                    let parts = match m["id"].as_str().filter(|id| !id.is_empty()) {
-                        Some(id) => json_files(&root.join("part").join(id), import),
-                        None => Vec::new(),
-                    };
-                    (m, parts)
-                })
-                .collect();
+        let mut messages = Vec::new();
+        for (file, m) in folder.json_files(&root.join("message").join(id), import) {
+            let parts = match m["id"].as_str().filter(|id| !id.is_empty()) {
+                Some(_) => match folder_id(&m, &file, "message", import) {
+                    Some(id) => folder.json_files(&root.join("part").join(id), import),
+                    None => continue,
+                },
+                None => Vec::new(),
+            };
+            let at = file.display().to_string();
+            messages.push((m, parts.into_iter().map(|(_, p)| p).collect(), at));
+        }
         sort(&mut messages);
         out.push(Stored { session, messages });
     }
@@ -113,16 +210,17 @@ fn from_db(path: &Path) -> anyhow::Result<Vec<Stored>> {
             .or_default()
             .push(part);
     }
-    let mut messages_of: HashMap<String, Vec<(Value, Vec<Value>)>> = HashMap::new();
+    let mut messages_of: HashMap<String, Vec<(Value, Vec<Value>, String)>> = HashMap::new();
     for message in messages {
         let mut own = parts_of
             .remove(&key(&message, "id", "id"))
             .unwrap_or_default();
         own.sort_by_key(|p| key(p, "id", "id"));
+        let at = format!("{} (message {})", path.display(), key(&message, "id", "id"));
         messages_of
             .entry(key(&message, "sessionID", "session_id"))
             .or_default()
-            .push((message, own));
+            .push((message, own, at));
     }
     let mut out = Vec::new();
     for session in sessions {
@@ -138,8 +236,8 @@ fn from_db(path: &Path) -> anyhow::Result<Vec<Stored>> {
     Ok(out)
 }
 
-fn sort(messages: &mut [(Value, Vec<Value>)]) {
-    messages.sort_by_key(|(m, _)| {
+fn sort(messages: &mut [(Value, Vec<Value>, String)]) {
+    messages.sort_by_key(|(m, _, _)| {
         (
             m["time"]["created"].as_i64().unwrap_or(0),
             m["id"].as_str().unwrap_or("").to_string(),
@@ -152,13 +250,17 @@ fn read_session(import: &mut Import, stored: Stored, src: &Path) {
     let id = s["id"].as_str().unwrap_or("opencode").to_string();
     let created = rfc3339(s["time"]["created"].as_i64().unwrap_or(0));
     let meta = json!({"source": "opencode", "file": src.display().to_string(), "directory": s["directory"]});
-    let draft = import.session(&id, &created, meta);
+    import.session(&id, &created, meta);
+    let Import {
+        sessions, warnings, ..
+    } = import;
+    let draft = sessions.last_mut().expect("just added");
     draft.session.title = s["title"].as_str().map(str::to_string);
     draft.policy = Some(r#"{"preset":"opencode"}"#);
     let mut marker: Option<i64> = None;
     // Outputs cleared by prune: (position, time cleared).
     let mut cleared: Vec<(i64, i64)> = Vec::new();
-    for (message, parts) in &stored.messages {
+    for (message, parts, at) in &stored.messages {
         let ts = rfc3339(message["time"]["created"].as_i64().unwrap_or(0));
         let role = message["role"].as_str().unwrap_or("user");
         if role == "assistant" && message["summary"] == true {
@@ -179,25 +281,24 @@ fn read_session(import: &mut Import, stored: Stored, src: &Path) {
             part_events(draft, role, part, &ts, before, &mut marker, &mut cleared);
         }
         if role == "assistant" && before >= 1 {
+            // OpenCode counts the input apart from the cache.
             let t = &message["tokens"];
-            let read = t["cache"]["read"].as_i64();
-            let write = t["cache"]["write"].as_i64();
-            let usage = Usage {
-                input_tokens: t["input"]
-                    .as_i64()
-                    .map(|i| i + read.unwrap_or(0) + write.unwrap_or(0)),
-                cache_read_tokens: read,
-                cache_write_tokens: write,
-                output_tokens: t["output"].as_i64(),
-            };
+            let usage = Counts {
+                input: ("input", &t["input"]),
+                cache_read: ("cache.read", &t["cache"]["read"]),
+                cache_write: ("cache.write", &t["cache"]["write"]),
+                output: ("output", &t["output"]),
+                input_apart_from_cache: true,
+            }
+            .usage(warnings, at);
             let model = message["modelID"].as_str().map(str::to_string);
             let when = message["time"]["created"].as_i64().unwrap_or(0);
             let pivot_end = draft.pivot.map_or(0, |(_, end)| end);
             let call = draft.call(before, &ts, model, usage);
             let mut evictions: Vec<Value> =
                 serde_json::from_str(&call.evictions).unwrap_or_default();
-            for &(position, at) in &cleared {
-                if at <= when && position <= before && position > pivot_end {
+            for &(position, cleared_at) in &cleared {
+                if cleared_at <= when && position <= before && position > pivot_end {
                     evictions
                         .push(json!({"seq": position, "action": "stubbed", "reducer": "prune"}));
                 }
