@@ -6,13 +6,14 @@ use std::time::{Duration, SystemTime};
 
 use super::Outcome;
 use crate::import::{self, Format};
+use crate::{say, say_err};
 
 pub fn run(format: Format, src: &Path, out: &Path) -> anyhow::Result<Outcome> {
     let report = import::read(format, src)?.write(out)?;
     for warning in &report.warnings {
-        eprintln!("ctxlens: {warning}");
+        say_err!("ctxlens: {warning}");
     }
-    println!(
+    say!(
         "imported {} {}: {} sessions, {} events, {} summaries, {} model calls into {}",
         format.name(),
         src.display(),
@@ -42,7 +43,7 @@ pub fn open(src: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
         std::fs::create_dir_all(import::cache_dir())?;
         let report = import::read(format, src)?.write(&cached)?;
         for warning in &report.warnings {
-            eprintln!("ctxlens: {warning}");
+            say_err!("ctxlens: {warning}");
         }
     }
     if follow && src.is_file() {
