@@ -147,6 +147,36 @@ fn codex_openai_opencode_and_llm_usage_do_the_same() {
         "{stderr}"
     );
 
+    // OpenCode: an aborted message's all-zero tokens are no usage, not zero.
+    write(
+        &dir,
+        &format!("{storage}/message/ses_1/msg_3.json"),
+        r#"{"id":"msg_3","sessionID":"ses_1","role":"user","time":{"created":1767225602000}}"#,
+    );
+    write(
+        &dir,
+        &format!("{storage}/part/msg_3/prt_3.json"),
+        r#"{"id":"prt_3","messageID":"msg_3","type":"text","text":"go on"}"#,
+    );
+    write(
+        &dir,
+        &format!("{storage}/message/ses_1/msg_4.json"),
+        r#"{"id":"msg_4","sessionID":"ses_1","role":"assistant","time":{"created":1767225603000},"tokens":{"input":0,"output":0,"reasoning":0,"cache":{"read":0,"write":0}}}"#,
+    );
+    write(
+        &dir,
+        &format!("{storage}/part/msg_4/prt_4.json"),
+        r#"{"id":"prt_4","messageID":"msg_4","type":"text","text":"(aborted)"}"#,
+    );
+    let (log, _) = import("opencode", &dir.path().join("oc"));
+    assert_eq!(
+        usages(&log),
+        [
+            usage(Some(i64::MAX), Some(NEAR_MAX), Some(100), None),
+            Usage::default()
+        ]
+    );
+
     // llm: a response row with a negative input count.
     let db = dir.path().join("logs.db");
     let conn = rusqlite::Connection::open(&db).unwrap();

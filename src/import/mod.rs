@@ -1010,6 +1010,11 @@ impl Counts<'_> {
         } else {
             input
         };
+        // A model always reads something: an all-zero count is a call that
+        // was aborted or never billed, and has no usage, not a usage of 0.
+        if input.is_none_or(|i| i == 0) && output.is_none_or(|o| o == 0) {
+            return Usage::default();
+        }
         Usage {
             input_tokens: input,
             cache_read_tokens: read,
