@@ -344,12 +344,24 @@ impl SessionLog {
         &self.events[..end]
     }
 
+    /// The model call with this id: a binary search, as the loader keeps
+    /// calls in id order (a scan when they are not).
     pub fn call(&self, id: i64) -> Option<&ModelCall> {
-        self.calls.iter().find(|c| c.id == id)
+        by_id(&self.calls, id, |c| c.id)
     }
 
+    /// The summary with this id, found as `call` finds a call.
     pub fn summary(&self, id: i64) -> Option<&Summary> {
-        self.summaries.iter().find(|s| s.id == id)
+        by_id(&self.summaries, id, |s| s.id)
+    }
+}
+
+/// The item with this id in a list kept in id order, by binary search; by a
+/// scan when the search misses, in case the list is not in order.
+fn by_id<T>(items: &[T], id: i64, key: impl Fn(&T) -> i64) -> Option<&T> {
+    match items.binary_search_by_key(&id, &key) {
+        Ok(at) => Some(&items[at]),
+        Err(_) => items.iter().find(|item| key(item) == id),
     }
 }
 
@@ -366,11 +378,44 @@ pub struct LoadNote {
 pub struct Log {
     pub sessions: Vec<SessionLog>,
     pub notes: Vec<LoadNote>,
+    /// The position of each session in `sessions`, by id, so a log of many
+    /// sessions is not searched from the start at every event. A hit is
+    /// checked against `sessions`; a miss falls back to a scan, so a session
+    /// pushed onto `sessions` directly is still found.
+    index: HashMap<String, usize>,
 }
 
 impl Log {
     pub fn session(&self, id: &str) -> Option<&SessionLog> {
-        self.sessions.iter().find(|s| s.id() == id)
+        self.position(id).map(|ix| &self.sessions[ix])
+    }
+
+    /// Where the session with this id is in `sessions`.
+    pub fn position(&self, id: &str) -> Option<usize> {
+        match self.index.get(id) {
+            Some(&ix) if self.sessions.get(ix).is_some_and(|s| s.id() == id) => Some(ix),
+            _ => self.sessions.iter().position(|s| s.id() == id),
+        }
+    }
+
+    /// `position`, mending the index when it had to scan.
+    fn position_mut(&mut self, id: &str) -> Option<usize> {
+        if let Some(&ix) = self.index.get(id)
+            && self.sessions.get(ix).is_some_and(|s| s.id() == id)
+        {
+            return Some(ix);
+        }
+        let ix = self.sessions.iter().position(|s| s.id() == id)?;
+        self.index.insert(id.to_string(), ix);
+        Some(ix)
+    }
+
+    /// Adds a session at the end, indexed.
+    pub fn push_session(&mut self, session: SessionLog) -> &mut SessionLog {
+        self.index
+            .insert(session.id().to_string(), self.sessions.len());
+        self.sessions.push(session);
+        self.sessions.last_mut().expect("just pushed")
     }
 
     /// The session named by `id`, or the only one when `id` is `None`.
@@ -401,17 +446,13 @@ impl Log {
 
     /// The session with this id, created empty when the log has not seen it.
     pub(crate) fn session_mut(&mut self, id: &str) -> &mut SessionLog {
-        let ix = match self.sessions.iter().position(|s| s.id() == id) {
-            Some(ix) => ix,
-            None => {
-                self.sessions.push(SessionLog::new(Session {
-                    id: id.to_string(),
-                    ..Session::default()
-                }));
-                self.sessions.len() - 1
-            }
-        };
-        &mut self.sessions[ix]
+        match self.position_mut(id) {
+            Some(ix) => &mut self.sessions[ix],
+            None => self.push_session(SessionLog::new(Session {
+                id: id.to_string(),
+                ..Session::default()
+            })),
+        }
     }
 
     pub fn event_count(&self) -> usize {

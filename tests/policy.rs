@@ -172,3 +172,108 @@ fn bad_keys_and_values_are_errors_naming_the_key_and_where_it_came_from() {
     assert_eq!(origin, Source::Recorded(9));
     assert!(text.contains("malformed JSON"), "{text}");
 }
+
+#[test]
+fn an_out_of_range_value_in_a_recorded_policy_names_its_key() {
+    let (key, origin, text) = error(|| {
+        PolicyBuilder::new()
+            .recorded(4, r#"{"tool_results":{"keep_turns":18446744073709551615}}"#)?
+            .build()
+    });
+    assert_eq!(
+        (key.as_str(), origin),
+        ("tool_results.keep_turns", Source::Recorded(4))
+    );
+    assert!(text.contains("out of range"), "{text}");
+    let (key, _, _) = error(|| {
+        PolicyBuilder::new()
+            .recorded(4, r#"{"opencode":{"protected_tools":["a",null]}}"#)?
+            .build()
+    });
+    assert_eq!(key, "opencode.protected_tools");
+}
+
+#[test]
+fn a_clash_with_the_defaults_blames_the_users_key_and_file() {
+    let (key, origin, text) = error(|| {
+        PolicyBuilder::new()
+            .file("mine.toml", "[budget]\ncontext_window = 1000\n")?
+            .build()
+    });
+    assert_eq!(
+        (key.as_str(), origin),
+        ("budget.context_window", Source::File("mine.toml".into()))
+    );
+    assert!(
+        text.contains("policy file mine.toml") && text.contains("1000"),
+        "{text}"
+    );
+    assert!(!text.contains("assets/policy.toml"), "{text}");
+    // The key set last is the one blamed, whichever of the pair it is.
+    let (key, _, _) = error(|| {
+        PolicyBuilder::new()
+            .set("adaptive.max_keep=1")?
+            .set("adaptive.min_keep=5")?
+            .build()
+    });
+    assert_eq!(key, "adaptive.min_keep");
+    let (key, origin, _) = error(|| {
+        PolicyBuilder::new()
+            .file("mine.toml", "[recent-turns]\nturn_max = 0\n")?
+            .build()
+    });
+    assert_eq!(
+        (key.as_str(), origin),
+        ("recent-turns.turn_max", Source::File("mine.toml".into()))
+    );
+}
+
+#[test]
+fn deep_keys_and_files_are_refused_with_the_limit() {
+    use ctxlens::policy::MAX_DEPTH;
+    // A hundred thousand levels: refused before anything recurses into them.
+    let key = vec!["a"; 100_000].join(".");
+    let (_, _, text) = error(|| PolicyBuilder::new().set(&format!("{key}=1"))?.build());
+    assert!(
+        text.contains("100000 dotted parts") && text.contains(&format!("at most {MAX_DEPTH}")),
+        "{text}"
+    );
+    assert!(text.len() < 300, "one short line: {text}");
+    let (_, _, text) = error(|| {
+        PolicyBuilder::new()
+            .set(&format!(
+                "opencode.protected_tools={}{}",
+                "[".repeat(100_000),
+                "]".repeat(100_000)
+            ))?
+            .build()
+    });
+    assert!(text.len() < 300, "one short line: {text}");
+
+    let file = format!("{} = 1\n", key);
+    let (_, origin, text) = error(|| PolicyBuilder::new().file("deep.toml", &file)?.build());
+    assert_eq!(origin, Source::File("deep.toml".into()));
+    assert!(text.contains(&format!("at most {MAX_DEPTH}")), "{text}");
+    let file = format!("x = {}1{}\n", "{a=".repeat(100_000), "}".repeat(100_000));
+    let (_, _, text) = error(|| PolicyBuilder::new().file("deep.toml", &file)?.build());
+    assert!(text.contains("deep.toml"), "{text}");
+    // Within TOML's own limit but deeper than a policy nests.
+    let (key, _, text) = error(|| {
+        PolicyBuilder::new()
+            .file("deep.toml", "[tool_results.tools.a.b.c.d.e.f.g]\nx = 1\n")?
+            .build()
+    });
+    assert!(key.starts_with("tool_results.tools.a.b"), "{key}");
+    assert!(text.contains("nested more than"), "{text}");
+    let json = format!(
+        "{}1{}",
+        r#"{"tool_results":"#.repeat(100_000),
+        "}".repeat(100_000)
+    );
+    let (_, origin, text) = error(|| PolicyBuilder::new().recorded(2, &json)?.build());
+    assert_eq!(origin, Source::Recorded(2));
+    assert!(text.contains("malformed JSON"), "{text}");
+    let json = format!("{}1{}", r#"{"tool_results":"#.repeat(12), "}".repeat(12));
+    let (_, _, text) = error(|| PolicyBuilder::new().recorded(2, &json)?.build());
+    assert!(text.contains("nested more than"), "{text}");
+}

@@ -142,9 +142,7 @@ impl Source {
 pub fn fit(points: &[Point]) -> Result<Calibration, String> {
     let calls = points.iter().filter(|p| reported(p).is_some()).count();
     if calls < MIN_CALLS {
-        return Err(format!(
-            "{calls} calls report usage; calibration needs {MIN_CALLS}"
-        ));
+        return Err(too_few(calls));
     }
     let no_ratio = || "the calls' estimates do not vary, so no ratio can be fitted".to_string();
     let mut causes: Vec<Option<Cause>> = points
@@ -371,6 +369,10 @@ fn segments(causes: &[Option<Cause>]) -> Vec<usize> {
         .collect()
 }
 
+fn too_few(calls: usize) -> String {
+    format!("{calls} calls report usage; calibration needs {MIN_CALLS}")
+}
+
 /// Usage worth fitting: a positive figure (an aborted call's zeros are none).
 fn reported(point: &Point) -> Option<f64> {
     point.reported.filter(|&r| r > 0.0 && r.is_finite())
@@ -465,6 +467,18 @@ impl SessionFit {
 /// call before (a compaction event, or another summary in force) starts a
 /// segment.
 pub fn session(session: &SessionLog, cache: &mut ProjectionCache) -> SessionFit {
+    // Too little usage to fit: say so without projecting anything.
+    let with_usage = session
+        .calls
+        .iter()
+        .filter(|c| c.usage.input_tokens.is_some_and(|t| t > 0))
+        .count();
+    if with_usage < MIN_CALLS {
+        return SessionFit {
+            points: Vec::new(),
+            fit: Err(too_few(with_usage)),
+        };
+    }
     let mut points = Vec::with_capacity(session.calls.len());
     let mut compactions: Vec<i64> = session
         .events

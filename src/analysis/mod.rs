@@ -54,7 +54,7 @@ pub struct ProjectionCache {
     tokens: TokenCache,
     counts: HashMap<(String, Encoding), Arc<Counts>>,
     /// By choice, then by the recorded policy's text (empty when the choice ignores it).
-    policies: HashMap<PolicyChoice, HashMap<String, Policy>>,
+    policies: HashMap<PolicyChoice, HashMap<String, Arc<Policy>>>,
     /// The state before each call, by session and choice, for the policies
     /// whose state only a walk over the earlier calls gives; with the number
     /// of events it was made from (a growing log starts it again).
@@ -86,18 +86,28 @@ impl ProjectionCache {
         choice: &PolicyChoice,
         call: &ModelCall,
     ) -> Result<Policy, PolicyError> {
+        self.shared_policy(choice, call).map(|p| Policy::clone(&p))
+    }
+
+    /// The same, shared rather than copied: a policy can hold long texts (a
+    /// stub), and replay asks for it at every call.
+    pub fn shared_policy(
+        &mut self,
+        choice: &PolicyChoice,
+        call: &ModelCall,
+    ) -> Result<Arc<Policy>, PolicyError> {
         let key = match (&choice.file, &call.policy) {
             (None, Some(text)) => text.as_str(),
             _ => "",
         };
         if let Some(policy) = self.policies.get(choice).and_then(|built| built.get(key)) {
-            return Ok(policy.clone());
+            return Ok(Arc::clone(policy));
         }
-        let policy = choice.for_call(call)?;
+        let policy = Arc::new(choice.for_call(call)?);
         self.policies
             .entry(choice.clone())
             .or_default()
-            .insert(key.to_string(), policy.clone());
+            .insert(key.to_string(), Arc::clone(&policy));
         Ok(policy)
     }
 }
@@ -117,7 +127,7 @@ pub fn each_call<'a>(
     let mut state = State::default();
     for call in calls {
         let projected = cache
-            .policy(choice, call)
+            .shared_policy(choice, call)
             .map_err(|e| e.to_string())
             .and_then(|policy| {
                 let counts = cache.counts(session, policy.budget.encoding);
@@ -141,7 +151,7 @@ pub fn project_call<'a>(
     let quick = policy.preset == Preset::Pipeline && policy.trigger.looks_only_at_the_call();
     let mut state = if quick {
         let policy_of = |c: &ModelCall| {
-            let policy = cache.policy(choice, c).ok()?;
+            let policy = cache.shared_policy(choice, c).ok()?;
             let counts = cache.counts(session, policy.budget.encoding);
             Some((policy, counts))
         };
@@ -182,7 +192,7 @@ fn walked_state(
         None => (State::default(), 0),
     };
     for (at, previous) in calls.iter().enumerate().skip(from) {
-        if let Ok(policy) = cache.policy(choice, previous) {
+        if let Ok(policy) = cache.shared_policy(choice, previous) {
             let counts = cache.counts(session, policy.budget.encoding);
             let _ = engine::project(session, previous, &policy, &counts, &mut state);
         }

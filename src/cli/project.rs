@@ -38,7 +38,8 @@ pub fn run(
         anyhow::bail!("{}: no model call {call_id}; {range}", path.display());
     };
     let mut cache = ProjectionCache::default();
-    let (policy, projected) = project_call(session, call, choice, &mut cache)?;
+    let (policy, projected) = project_call(session, call, choice, &mut cache)
+        .map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
     let projection = projected.render(&policy);
     let fitted = calibrate::session(session, &mut cache);
     let calibrated = fitted.note(call.id, projection.total_tokens, choice.is_recorded());

@@ -18,7 +18,18 @@ pub struct Counts {
     /// Tokens of events as cut (`Some`) or elided (`None`), counted once:
     /// the byte-rule presets cut the same events at call after call.
     altered: Arc<Mutex<Altered>>,
+    /// Tokens of the texts a policy gives (stubs, markers), by text: counted
+    /// once, not at every call that uses them.
+    fixed: Arc<Mutex<Fixed>>,
+    /// How many texts `fixed_text` has counted (rather than remembered).
+    fixed_counted: Arc<std::sync::atomic::AtomicUsize>,
 }
+
+/// How many distinct policy texts a `Counts` remembers; past that the oldest goes.
+const FIXED_TEXTS: usize = 64;
+
+/// Policy texts and their tokens, oldest first.
+type Fixed = Vec<(Box<str>, u64)>;
 
 /// Tokens by (event index, cut or elided), `None` where the cut changes nothing.
 type Altered = HashMap<(usize, Option<Cut>), Option<u32>>;
@@ -45,6 +56,8 @@ impl Counts {
                 .map(|e| e.content.chars().count() as u32)
                 .collect(),
             altered: Arc::default(),
+            fixed: Arc::default(),
+            fixed_counted: Arc::default(),
         }
     }
 
@@ -67,9 +80,43 @@ impl Counts {
         tokens.map(u64::from)
     }
 
-    /// Tokens of a text that is not an event or summary (a stub, a placeholder).
+    /// Tokens of a text that is not an event or summary (a placeholder, text
+    /// the engine made for this call).
     pub fn text(&self, text: &str) -> u64 {
         self.encoding.count(text) as u64
+    }
+
+    /// Tokens of a text the policy gives, the same at call after call (a
+    /// stub, opencode's cleared marker and continue message): counted the
+    /// first time and remembered, so a megabyte stub costs one count, not one
+    /// per call.
+    pub fn fixed_text(&self, text: &str) -> u64 {
+        let known = |memo: &Fixed| {
+            memo.iter()
+                .find(|(t, _)| t.len() == text.len() && **t == *text)
+                .map(|&(_, n)| n)
+        };
+        if let Some(n) = self.fixed.lock().ok().and_then(|memo| known(&memo)) {
+            return n;
+        }
+        let n = self.text(text);
+        self.fixed_counted
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut memo) = self.fixed.lock()
+            && known(&memo).is_none()
+        {
+            if memo.len() >= FIXED_TEXTS {
+                memo.remove(0);
+            }
+            memo.push((text.into(), n));
+        }
+        n
+    }
+
+    /// How many texts `fixed_text` has counted rather than remembered.
+    pub fn fixed_texts_counted(&self) -> usize {
+        self.fixed_counted
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

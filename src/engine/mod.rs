@@ -331,19 +331,22 @@ pub fn project<'a>(
 /// only ever goes from "no summary in use" to "in use", at the first call that
 /// is over with a summary it could use; so the earlier calls are projected only
 /// until that one is found. Every other policy walks all earlier calls.
-pub fn state_before<F>(session: &SessionLog, call: &ModelCall, mut policy_of: F) -> State
+pub fn state_before<F, P>(session: &SessionLog, call: &ModelCall, mut policy_of: F) -> State
 where
-    F: FnMut(&ModelCall) -> Option<(Policy, Arc<Counts>)>,
+    F: FnMut(&ModelCall) -> Option<(P, Arc<Counts>)>,
+    P: std::borrow::Borrow<Policy>,
 {
     let mut earlier: Vec<&ModelCall> = session.calls.iter().filter(|c| c.id < call.id).collect();
     earlier.sort_by_key(|c| c.id);
-    let quick = policy_of(call)
-        .is_some_and(|(p, _)| p.preset == Preset::Pipeline && p.trigger.looks_only_at_the_call());
+    let quick = policy_of(call).is_some_and(|(p, _)| {
+        let p = p.borrow();
+        p.preset == Preset::Pipeline && p.trigger.looks_only_at_the_call()
+    });
     if !quick {
         let mut state = State::default();
         for previous in earlier {
             if let Some((policy, counts)) = policy_of(previous) {
-                let _ = project(session, previous, &policy, &counts, &mut state);
+                let _ = project(session, previous, policy.borrow(), &counts, &mut state);
             }
         }
         return state;
@@ -361,7 +364,7 @@ where
             continue;
         };
         let mut state = State::default();
-        if project(session, previous, &policy, &counts, &mut state).is_ok()
+        if project(session, previous, policy.borrow(), &counts, &mut state).is_ok()
             && state.in_use.is_some()
         {
             base = state;
@@ -372,7 +375,7 @@ where
     if let Some(&last) = earlier.last()
         && let Some((policy, counts)) = policy_of(last)
     {
-        let _ = project(session, last, &policy, &counts, &mut base);
+        let _ = project(session, last, policy.borrow(), &counts, &mut base);
     }
     base
 }

@@ -92,7 +92,7 @@ fn prune<'a>(
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let o = &policy.opencode;
-    let cleared = ctx.counts.text(&o.cleared);
+    let cleared = ctx.counts.fixed_text(&o.cleared);
     let mut pruned_here = Vec::new();
     if o.prune {
         let mut turns = 0;

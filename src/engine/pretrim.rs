@@ -71,14 +71,18 @@ pub fn pretrim(session: &SessionLog, span: Span, policy: &Policy, counts: &Count
     }
     let mut total: u64 = items.iter().map(|i| i.1).sum();
     let mut dropped = Vec::new();
+    // Whether each of `items` is dropped: a flag each, so a span of tens of
+    // thousands of events is not searched at every one.
+    let mut gone = vec![false; items.len()];
     // Oldest agent-generated items go first, user messages stay; then the oldest of anything.
     for users_too in [false, true] {
-        for &(ix, tokens) in &items {
+        for (at, &(ix, tokens)) in items.iter().enumerate() {
             if total <= window {
                 break;
             }
             let e = &session.events[ix];
-            if (users_too || e.kind.is_agent_generated()) && !dropped.contains(&e.seq) {
+            if (users_too || e.kind.is_agent_generated()) && !gone[at] {
+                gone[at] = true;
                 dropped.push(e.seq);
                 total -= tokens;
             }

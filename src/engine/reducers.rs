@@ -40,7 +40,7 @@ impl Reducer for ToolResults<'_> {
             let at = ctx.session.tool_of(ix).map_or(names.len(), usize::from);
             let tool = tools[at].get_or_insert_with(|| {
                 let rule = self.0.rule_for(event.tool_name.as_deref());
-                let stub_tokens = ctx.counts.text(rule.stub);
+                let stub_tokens = ctx.counts.fixed_text(rule.stub);
                 (rule, stub_tokens, 0)
             });
             let (rule, stub_tokens, newer) = tool;
@@ -421,9 +421,12 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
     };
     let mut injected = 0;
     for (i, injection) in injections.iter().enumerate() {
-        let tokens = injection
-            .tokens
-            .map_or_else(|| ctx.counts.text(&injection.content), |t| t.max(0) as u64);
+        let tokens = match injection.tokens {
+            Some(t) => t.max(0) as u64,
+            // The engine's own messages are the policy's words, the same every call.
+            None if i < own => ctx.counts.fixed_text(&injection.content),
+            None => ctx.counts.text(&injection.content),
+        };
         push(ItemRef::Injection(i), tokens);
         if i < own {
             continue;

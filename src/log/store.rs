@@ -2,11 +2,12 @@
 //! able to load only what is new since the last load.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, Row};
 
-use super::{Result, check_schema, precheck, sqlite_err};
+use super::{LogError, Result, TextLimit, check_schema, precheck, sqlite_err};
 use crate::model::{Event, Kind, LoadNote, Log, ModelCall, Session, SessionLog, Summary, Usage};
 
 /// How long a read waits for a writer's lock before giving up.
@@ -19,6 +20,47 @@ pub struct Store {
     cursor: Cursor,
     /// `data_version` as of the newest load, to tell a later commit from none.
     loaded_version: Option<i64>,
+    /// The most text a load may hold, and the bytes of text loaded so far.
+    limit: TextLimit,
+    loaded_bytes: u64,
+}
+
+/// The text read so far against the limit, shared by the threads reading.
+struct Budget {
+    used: AtomicU64,
+    max: u64,
+}
+
+impl Budget {
+    /// Adds `bytes`; false once the total passes the limit.
+    fn take(&self, bytes: usize) -> bool {
+        let bytes = bytes as u64;
+        self.used.fetch_add(bytes, Ordering::Relaxed) + bytes <= self.max
+    }
+}
+
+/// Why reading rows stopped.
+enum ReadError {
+    Sqlite(rusqlite::Error),
+    Log(LogError),
+    /// The text passed the limit at this row ("seq 12").
+    TooLarge(String),
+}
+
+impl From<rusqlite::types::FromSqlError> for ReadError {
+    fn from(error: rusqlite::types::FromSqlError) -> ReadError {
+        ReadError::Sqlite(rusqlite::Error::FromSqlConversionFailure(
+            4,
+            rusqlite::types::Type::Text,
+            Box::new(error),
+        ))
+    }
+}
+
+impl From<rusqlite::Error> for ReadError {
+    fn from(error: rusqlite::Error) -> ReadError {
+        ReadError::Sqlite(error)
+    }
 }
 
 /// The newest row of each table already loaded.
@@ -57,6 +99,8 @@ impl Store {
             path: path.to_path_buf(),
             cursor: Cursor::default(),
             loaded_version: None,
+            limit: TextLimit::current(),
+            loaded_bytes: 0,
         })
     }
 
@@ -82,9 +126,36 @@ impl Store {
             .map_err(sqlite_err(&self.path))
     }
 
+    /// The most text a load holds in memory; past it a load fails with
+    /// `LogError::TooLarge` rather than running out of memory.
+    pub fn text_limit(&self) -> &TextLimit {
+        &self.limit
+    }
+
+    /// Sets another text limit (a test's, or a caller that knows better).
+    pub fn set_text_limit(&mut self, limit: TextLimit) {
+        self.limit = limit;
+    }
+
+    fn read_error(&self, error: ReadError) -> LogError {
+        match error {
+            ReadError::Sqlite(error) => LogError::Sqlite {
+                path: self.path.clone(),
+                error,
+            },
+            ReadError::Log(error) => error,
+            ReadError::TooLarge(row) => LogError::TooLarge {
+                path: self.path.clone(),
+                row,
+                limit: self.limit.clone(),
+            },
+        }
+    }
+
     /// Loads the whole log.
     pub fn load(&mut self) -> Result<Log> {
         self.cursor = Cursor::default();
+        self.loaded_bytes = 0;
         let mut log = Log::default();
         self.load_new(&mut log)?;
         Ok(log)
@@ -93,16 +164,22 @@ impl Store {
     /// Adds to `log` every row newer than what this store loaded before.
     /// Reads in one transaction, so a writer's half-finished batch is never seen.
     pub fn load_new(&mut self, log: &mut Log) -> Result<Changes> {
-        let path = self.path.clone();
-        let err = sqlite_err(&path);
-        let tx = self.conn.unchecked_transaction().map_err(&err)?;
+        let budget = Budget {
+            used: AtomicU64::new(self.loaded_bytes),
+            max: self.limit.bytes,
+        };
+        let result = self.read_new(log, &budget);
+        self.loaded_bytes = budget.used.into_inner();
+        result.map_err(|e| self.read_error(e))
+    }
+
+    fn read_new(&mut self, log: &mut Log, budget: &Budget) -> Result<Changes, ReadError> {
+        let tx = self.conn.unchecked_transaction()?;
         let mut changes = Changes::default();
         // Read inside the transaction: the version of exactly what is loaded.
-        let version: i64 = tx
-            .query_row("PRAGMA data_version", [], |r| r.get(0))
-            .map_err(&err)?;
+        let version: i64 = tx.query_row("PRAGMA data_version", [], |r| r.get(0))?;
 
-        let sessions: Vec<Session> = query(
+        let sessions: Vec<Session> = read_rows(
             &tx,
             "SELECT id, created_at, title, meta FROM sessions ORDER BY rowid",
             [],
@@ -114,25 +191,31 @@ impl Store {
                     meta: r.get(3)?,
                 })
             },
-        )
-        .map_err(&err)?;
+            |s| {
+                let bytes = s.id.len() + s.title.as_ref().map_or(0, String::len);
+                (
+                    bytes + s.meta.as_ref().map_or(0, String::len),
+                    format!("session '{}'", s.id),
+                )
+            },
+            budget,
+        )?;
         for session in sessions {
-            match log.sessions.iter_mut().find(|s| s.id() == session.id) {
+            match log.position(&session.id) {
                 // A session first seen through one of its events was a stand-in until now.
-                Some(known) => known.session = session,
+                Some(ix) => log.sessions[ix].session = session,
                 None => {
-                    log.sessions.push(SessionLog::new(session));
+                    log.push_session(SessionLog::new(session));
                     changes.sessions += 1;
                 }
             }
         }
 
-        let newest: Option<i64> = tx
-            .query_row("SELECT max(rowid) FROM events", [], |r| r.get(0))
-            .map_err(&err)?;
+        let newest: Option<i64> =
+            tx.query_row("SELECT max(rowid) FROM events", [], |r| r.get(0))?;
         if let Some(newest) = newest.filter(|&n| self.cursor.event_rowid < Some(n)) {
             let from = self.cursor.event_rowid.unwrap_or(i64::MIN);
-            let (events, notes) = self.read_events(&tx, from, newest)?;
+            let (events, notes) = self.read_events(&tx, from, newest, budget)?;
             changes.events = events.len();
             log.notes.extend(notes);
             for event in events {
@@ -141,7 +224,7 @@ impl Store {
             self.cursor.event_rowid = Some(newest);
         }
 
-        let summaries = query(
+        let summaries = read_rows(
             &tx,
             "SELECT id, session_id, version, from_seq, to_seq, content, created_at, created_by, meta
              FROM summaries WHERE ?1 IS NULL OR id > ?1 ORDER BY id",
@@ -159,15 +242,19 @@ impl Store {
                     meta: r.get(8)?,
                 })
             },
-        )
-        .map_err(&err)?;
+            |s| {
+                let bytes = s.content.len() + s.meta.as_ref().map_or(0, String::len);
+                (bytes, format!("summary {}", s.id))
+            },
+            budget,
+        )?;
         for summary in summaries {
             self.cursor.summary_id = Some(summary.id);
             changes.summaries += 1;
             log.session_mut(&summary.session_id).summaries.push(summary);
         }
 
-        let calls = query(
+        let calls = read_rows(
             &tx,
             "SELECT id, session_id, turn, last_seq, ts, model, policy, summary_id, evictions,
                     injections, rendered, input_tokens, cache_read_tokens, cache_write_tokens,
@@ -175,14 +262,21 @@ impl Store {
              FROM model_calls WHERE ?1 IS NULL OR id > ?1 ORDER BY id",
             [self.cursor.call_id],
             read_call,
-        )
-        .map_err(&err)?;
+            |c| {
+                let bytes = c.policy.as_ref().map_or(0, String::len)
+                    + c.evictions.len()
+                    + c.injections.len()
+                    + c.rendered.as_ref().map_or(0, String::len);
+                (bytes, format!("model call {}", c.id))
+            },
+            budget,
+        )?;
         for call in calls {
             self.cursor.call_id = Some(call.id);
             changes.calls += 1;
             log.session_mut(&call.session_id).calls.push(call);
         }
-        tx.finish().map_err(&err)?;
+        tx.finish()?;
         self.loaded_version = Some(version);
         Ok(changes)
     }
@@ -196,24 +290,22 @@ impl Store {
         conn: &Connection,
         after: i64,
         upto: i64,
-    ) -> Result<(Vec<Event>, Vec<LoadNote>)> {
+        budget: &Budget,
+    ) -> Result<(Vec<Event>, Vec<LoadNote>), ReadError> {
         const SPLIT_ABOVE: i64 = 20_000;
-        let err = sqlite_err(&self.path);
         let span = upto.saturating_sub(after.max(0));
         if span < SPLIT_ABOVE {
-            return read_event_range(conn, after, upto).map_err(&err);
+            return read_event_range(conn, after, upto, budget);
         }
         let middle = upto - span / 2;
-        let helper = open_read_only(&self.path)?;
+        let helper = open_read_only(&self.path).map_err(ReadError::Log)?;
         let (first, second) = std::thread::scope(|scope| {
-            let second = scope.spawn(move || read_event_range(&helper, middle, upto));
-            let first = read_event_range(conn, after, middle);
+            let second = scope.spawn(move || read_event_range(&helper, middle, upto, budget));
+            let first = read_event_range(conn, after, middle, budget);
             (first, second.join())
         });
-        let (mut events, mut notes) = first.map_err(&err)?;
-        let (more, more_notes) = second
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            .map_err(&err)?;
+        let (mut events, mut notes) = first?;
+        let (more, more_notes) = second.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
         events.extend(more);
         notes.extend(more_notes);
         Ok((events, notes))
@@ -246,7 +338,8 @@ fn read_event_range(
     conn: &Connection,
     after: i64,
     upto: i64,
-) -> rusqlite::Result<(Vec<Event>, Vec<LoadNote>)> {
+    budget: &Budget,
+) -> Result<(Vec<Event>, Vec<LoadNote>), ReadError> {
     let mut stmt = conn.prepare(
         "SELECT seq, session_id, turn, ts, kind, tool_name, call_id, content, meta
          FROM events WHERE rowid > ?1 AND rowid <= ?2 ORDER BY rowid",
@@ -267,6 +360,10 @@ fn read_event_range(
             content: row.get(7)?,
             meta: row.get(8)?,
         };
+        let bytes = event.content.len() + event.meta.as_ref().map_or(0, String::len);
+        if !budget.take(bytes) {
+            return Err(ReadError::TooLarge(format!("seq {}", event.seq)));
+        }
         if kind == Kind::Unknown {
             notes.push(LoadNote {
                 session_id: event.session_id.clone(),
@@ -280,7 +377,7 @@ fn read_event_range(
 }
 
 fn push_event(log: &mut Log, event: Event) {
-    if !log.sessions.iter().any(|s| s.id() == event.session_id) {
+    if log.position(&event.session_id).is_none() {
         log.notes.push(LoadNote {
             session_id: event.session_id.clone(),
             seq: Some(event.seq),
@@ -319,11 +416,25 @@ fn read_call(r: &Row) -> rusqlite::Result<ModelCall> {
     })
 }
 
-fn query<T, P: rusqlite::Params>(
+/// The rows `sql` selects, each made by `map`, stopping once their text
+/// (`size` gives each row's bytes and name) passes the budget.
+fn read_rows<T, P: rusqlite::Params>(
     conn: &Connection,
     sql: &str,
     params: P,
     map: impl FnMut(&Row) -> rusqlite::Result<T>,
-) -> rusqlite::Result<Vec<T>> {
-    conn.prepare(sql)?.query_map(params, map)?.collect()
+    size: impl Fn(&T) -> (usize, String),
+    budget: &Budget,
+) -> Result<Vec<T>, ReadError> {
+    let mut stmt = conn.prepare(sql)?;
+    let mut out = Vec::new();
+    for item in stmt.query_map(params, map)? {
+        let item = item?;
+        let (bytes, _) = size(&item);
+        if !budget.take(bytes) {
+            return Err(ReadError::TooLarge(size(&item).1));
+        }
+        out.push(item);
+    }
+    Ok(out)
 }

@@ -301,14 +301,29 @@ impl fmt::Display for Source {
             Source::Defaults => f.write_str("assets/policy.toml"),
             Source::File(path) => write!(f, "policy file {path}"),
             Source::Recorded(call) => write!(f, "the policy recorded with model call {call}"),
-            Source::Set(arg) => write!(f, "--set {arg}"),
+            Source::Set(arg) => write!(f, "--set {}", short(arg)),
         }
+    }
+}
+
+/// The deepest a policy nests: a `--set` key has at most this many dotted
+/// parts, and a policy file or recorded policy nests tables, lists and
+/// dotted keys at most this deep (the shipped keys need four). Deeper input
+/// is refused with a message rather than walked.
+pub const MAX_DEPTH: usize = 8;
+
+/// `text` as an error message quotes it: whole when short, else its start and its length.
+fn short(text: &str) -> String {
+    const MAX: usize = 60;
+    match text.char_indices().nth(MAX) {
+        None => text.to_string(),
+        Some((at, _)) => format!("{}… ({} bytes)", &text[..at], text.len()),
     }
 }
 
 /// A policy value that is not allowed: the key, why, and where it came from.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("policy key '{key}' in {origin}: {reason}")]
+#[error("policy key '{}' in {origin}: {reason}", short(key))]
 pub struct PolicyError {
     pub key: String,
     pub reason: String,
@@ -375,7 +390,11 @@ pub struct Budget {
 #[derive(Clone, Debug)]
 pub struct PolicyBuilder {
     merged: Table,
-    origin: BTreeMap<String, Source>,
+    /// Where each key set over the defaults came from, with the number of its
+    /// layer (1 for the first added), so a check of several keys blames the
+    /// one set last.
+    origin: BTreeMap<String, (usize, Source)>,
+    layers: usize,
 }
 
 impl Default for PolicyBuilder {
@@ -389,32 +408,46 @@ impl PolicyBuilder {
         PolicyBuilder {
             merged: defaults().clone(),
             origin: BTreeMap::new(),
+            layers: 0,
         }
     }
 
     /// Adds a TOML policy file's text.
     pub fn file(self, path: &str, text: &str) -> Result<PolicyBuilder, PolicyError> {
-        let table: Table = text.parse().map_err(|e: toml::de::Error| PolicyError {
-            key: "(file)".into(),
-            reason: format!("not valid TOML: {}", e.message()),
-            origin: Source::File(path.to_string()),
+        let table: Table = text.parse().map_err(|e: toml::de::Error| {
+            let line = e
+                .span()
+                .map(|span| format!(" at line {}", 1 + text[..span.start].matches('\n').count()))
+                .unwrap_or_default();
+            let message = e.message().trim();
+            let limit = if message.contains("recursion") {
+                format!(" (a policy nests at most {MAX_DEPTH} levels)")
+            } else {
+                String::new()
+            };
+            PolicyError {
+                key: "(file)".into(),
+                reason: format!("not valid TOML{line}: {message}{limit}"),
+                origin: Source::File(path.to_string()),
+            }
         })?;
         self.layer(table, Source::File(path.to_string()))
     }
 
     /// Adds a policy recorded as JSON with a model call.
     pub fn recorded(self, call: i64, json: &str) -> Result<PolicyBuilder, PolicyError> {
-        let error = |reason: String| PolicyError {
-            key: "(policy)".into(),
+        let error = |key: &str, reason: String| PolicyError {
+            key: key.to_string(),
             reason,
             origin: Source::Recorded(call),
         };
-        let value: serde_json::Value =
-            serde_json::from_str(json).map_err(|e| error(format!("malformed JSON ({e})")))?;
-        let table = match toml::Value::try_from(without_nulls(value)) {
-            Ok(Value::Table(table)) => table,
-            Ok(_) => return Err(error("not a JSON object".into())),
-            Err(e) => return Err(error(e.to_string())),
+        // serde_json refuses input nested deeper than 128 levels with an error.
+        let value: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| error("(policy)", format!("malformed JSON ({e})")))?;
+        let table = match json_to_toml(value, "", 0) {
+            Ok(Some(Value::Table(table))) => table,
+            Ok(_) => return Err(error("(policy)", "not a JSON object".into())),
+            Err((key, reason)) => return Err(error(&key, reason)),
         };
         self.layer(table, Source::Recorded(call))
     }
@@ -431,6 +464,14 @@ impl PolicyBuilder {
         };
         let key = key.trim();
         let raw = raw.trim();
+        let parts = key.split('.').count();
+        if parts > MAX_DEPTH {
+            return Err(PolicyError {
+                key: key.to_string(),
+                reason: format!("{parts} dotted parts; a policy key has at most {MAX_DEPTH}"),
+                origin: source,
+            });
+        }
         let value = format!("v = {raw}")
             .parse::<Table>()
             .ok()
@@ -453,8 +494,19 @@ impl PolicyBuilder {
     }
 
     fn layer(mut self, table: Table, source: Source) -> Result<PolicyBuilder, PolicyError> {
+        if let Some(key) = too_deep(&table, "", 1) {
+            return Err(PolicyError {
+                key,
+                reason: format!(
+                    "nested more than {MAX_DEPTH} levels deep; a policy nests at most {MAX_DEPTH}"
+                ),
+                origin: source,
+            });
+        }
         check_table(&table, defaults(), "", &source)?;
-        merge(&mut self.merged, table, "", &source, &mut self.origin);
+        self.layers += 1;
+        let layer = (self.layers, source);
+        merge(&mut self.merged, table, "", &layer, &mut self.origin);
         Ok(self)
     }
 
@@ -471,7 +523,18 @@ impl PolicyBuilder {
         let fail = |key: &str, reason: String| PolicyError {
             key: key.to_string(),
             reason,
-            origin: self.origin.get(key).cloned().unwrap_or(Source::Defaults),
+            origin: self
+                .origin
+                .get(key)
+                .map_or(Source::Defaults, |(_, source)| source.clone()),
+        };
+        // A check of several keys blames the one set last: the defaults are
+        // never the culprit when a layer made them clash.
+        let blame = |keys: &[&'static str]| -> &'static str {
+            keys.iter()
+                .copied()
+                .max_by_key(|key| self.origin.get(*key).map_or(0, |(layer, _)| *layer))
+                .unwrap_or_default()
         };
         let b = &policy.budget;
         if !(0.0..1.0).contains(&b.safety_margin) {
@@ -481,17 +544,29 @@ impl PolicyBuilder {
             ));
         }
         if policy.budget().usable == 0 {
-            let (key, reserve) = match policy.preset {
-                Preset::Opencode => ("opencode.output_cap", policy.opencode.output_cap),
-                _ => ("budget.output_reserve", b.output_reserve),
+            let opencode = policy.preset == Preset::Opencode;
+            let (reserve_key, reserve) = if opencode {
+                ("opencode.output_cap", policy.opencode.output_cap)
+            } else {
+                ("budget.output_reserve", b.output_reserve)
             };
-            return Err(fail(
-                key,
+            let mut keys = vec!["budget.context_window", reserve_key];
+            if opencode {
+                keys.extend(["opencode.output_limit", "budget.output_reserve"]);
+            }
+            let key = blame(&keys);
+            let reason = if key == "budget.context_window" {
+                format!(
+                    "{} leaves nothing once the output reserve {reserve} ({reserve_key}) is taken",
+                    b.context_window
+                )
+            } else {
                 format!(
                     "{reserve} leaves nothing of context_window {}",
                     b.context_window
-                ),
-            ));
+                )
+            };
+            return Err(fail(key, reason));
         }
         let fractions = [
             ("summary.summarize_to", policy.summary.summarize_to),
@@ -516,7 +591,11 @@ impl PolicyBuilder {
         let t = &policy.tiered;
         if !(t.truncate_at <= t.narrative_at && t.narrative_at <= t.placeholder_at) {
             return Err(fail(
-                "tiered.narrative_at",
+                blame(&[
+                    "tiered.narrative_at",
+                    "tiered.truncate_at",
+                    "tiered.placeholder_at",
+                ]),
                 "the phases must rise: truncate_at <= narrative_at <= placeholder_at".into(),
             ));
         }
@@ -537,26 +616,40 @@ impl PolicyBuilder {
         }
         let r = &policy.recent_turns;
         if r.turn_min > r.turn_max {
+            let reason = format!(
+                "turn_min {} is more than turn_max {}",
+                r.turn_min, r.turn_max
+            );
             return Err(fail(
-                "recent-turns.turn_min",
-                format!("{} is more than turn_max {}", r.turn_min, r.turn_max),
+                blame(&["recent-turns.turn_min", "recent-turns.turn_max"]),
+                reason,
             ));
         }
         let a = &policy.adaptive;
         if a.min_keep > a.max_keep {
+            let reason = format!(
+                "min_keep {} is more than max_keep {}",
+                a.min_keep, a.max_keep
+            );
             return Err(fail(
-                "adaptive.min_keep",
-                format!("{} is more than max_keep {}", a.min_keep, a.max_keep),
+                blame(&["adaptive.min_keep", "adaptive.max_keep"]),
+                reason,
             ));
         }
         let usable = policy.budget().usable;
         if b.injection_reserve >= usable {
+            let reason = format!(
+                "injection_reserve {} leaves nothing of the usable {usable}",
+                b.injection_reserve
+            );
             return Err(fail(
-                "budget.injection_reserve",
-                format!(
-                    "{} leaves nothing of the usable {usable}",
-                    b.injection_reserve
-                ),
+                blame(&[
+                    "budget.injection_reserve",
+                    "budget.context_window",
+                    "budget.output_reserve",
+                    "budget.input_limit",
+                ]),
+                reason,
             ));
         }
         Ok(policy)
@@ -573,17 +666,102 @@ fn defaults() -> &'static Table {
     })
 }
 
-/// JSON nulls mean "not given": drop them so the defaults apply.
-fn without_nulls(value: serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => serde_json::Value::Object(
-            map.into_iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k, without_nulls(v)))
-                .collect(),
-        ),
-        other => other,
+/// A recorded policy's JSON as TOML. JSON nulls mean "not given" and are
+/// dropped (`None`), so the defaults apply. An error names the key and why:
+/// a number TOML cannot hold, a null in a list, or nesting deeper than
+/// `MAX_DEPTH`.
+fn json_to_toml(
+    value: serde_json::Value,
+    key: &str,
+    depth: usize,
+) -> Result<Option<Value>, (String, String)> {
+    use serde_json::Value as Json;
+    let name = |key: &str| {
+        if key.is_empty() {
+            "(policy)".to_string()
+        } else {
+            key.to_string()
+        }
+    };
+    if depth > MAX_DEPTH {
+        return Err((
+            name(key),
+            format!("nested more than {MAX_DEPTH} levels deep; a policy nests at most {MAX_DEPTH}"),
+        ));
     }
+    Ok(Some(match value {
+        Json::Null => return Ok(None),
+        Json::Bool(b) => Value::Boolean(b),
+        Json::String(s) => Value::String(s),
+        Json::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Value::Integer(i),
+            (None, _) if n.is_u64() => {
+                return Err((
+                    name(key),
+                    format!("{n} is out of range (at most {})", i64::MAX),
+                ));
+            }
+            (None, Some(f)) => Value::Float(f),
+            (None, None) => return Err((name(key), format!("{n} is not a number TOML can hold"))),
+        },
+        Json::Array(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                match json_to_toml(item, key, depth + 1)? {
+                    Some(item) => out.push(item),
+                    None => return Err((name(key), "a list holds null".into())),
+                }
+            }
+            Value::Array(out)
+        }
+        Json::Object(map) => {
+            let mut table = Table::new();
+            for (name, item) in map {
+                let path = if key.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{key}.{name}")
+                };
+                if let Some(item) = json_to_toml(item, &path, depth + 1)? {
+                    table.insert(name, item);
+                }
+            }
+            Value::Table(table)
+        }
+    }))
+}
+
+/// The first key of `table` (under `prefix`) nested deeper than `MAX_DEPTH`
+/// levels, counting tables and lists. TOML and JSON parsers stop at their
+/// own recursion limits, so this walk is bounded before it starts.
+fn too_deep(table: &Table, prefix: &str, depth: usize) -> Option<String> {
+    fn value_depth(value: &Value) -> usize {
+        match value {
+            Value::Array(items) => 1 + items.iter().map(value_depth).max().unwrap_or(0),
+            Value::Table(table) => 1 + table.values().map(value_depth).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+    for (name, value) in table {
+        let key = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        if depth > MAX_DEPTH {
+            return Some(key);
+        }
+        match value {
+            Value::Table(inner) => {
+                if let Some(deep) = too_deep(inner, &key, depth + 1) {
+                    return Some(deep);
+                }
+            }
+            other if depth + value_depth(other) > MAX_DEPTH => return Some(key),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Every key of the shipped defaults, in file order, with the comment above it
@@ -734,8 +912,8 @@ fn merge(
     into: &mut Table,
     layer: Table,
     prefix: &str,
-    source: &Source,
-    origin: &mut BTreeMap<String, Source>,
+    source: &(usize, Source),
+    origin: &mut BTreeMap<String, (usize, Source)>,
 ) {
     for (name, value) in layer {
         let key = if prefix.is_empty() {
