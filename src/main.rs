@@ -102,7 +102,7 @@ enum Command {
     ///
     /// For each span a call needs summarized, COMMAND (run by `sh -c`) gets the span's
     /// transcript after pre-trim (tool outputs cut to their last lines, the oldest items left
-    /// out to fit the summarizer's window), with seed 004's summarizer prompts, on stdin, and
+    /// out to fit the summarizer's window), with OpenCode's summarizer prompts, on stdin, and
     /// prints the summary. This is the one command that writes to an existing
     /// log: it adds each summary as a new version, dated at the first call that needed it.
     /// A failing or silent command is an error naming the span, and nothing is written.

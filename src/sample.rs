@@ -625,7 +625,7 @@ INSERT INTO model_calls (id, session_id, turn, last_seq, ts) VALUES (4, 'broken'
 "#;
 
 // ---------------------------------------------------------------------------
-// The host: what an agent host does around each model call (seed 000's host side).
+// The host: what an agent host does around each model call.
 
 /// A sample's retention policy: the defaults with these keys set.
 fn sample_policy(sets: &[&str]) -> Policy {

@@ -39,7 +39,7 @@ pub struct CallReplay {
     /// Tokens the host sent at this call beyond what its estimate explains
     /// (the transcript does not hold them), where calibration found some.
     pub unseen_growth: Option<i64>,
-    /// The triggers that fired at this call (seed 001), and whether it compacted.
+    /// The triggers that fired at this call, and whether it compacted.
     pub triggers: Vec<&'static str>,
     pub compacted: bool,
     /// A compaction happened at this call and left 95% or more of the tokens.

@@ -10,7 +10,7 @@ use super::{PolicyChoice, ProjectionCache, each_call};
 use crate::engine::{PreTrim, pretrim::tail_lines};
 use crate::model::{Kind, SessionLog, Summary};
 
-/// The summarizer's system prompt (seed 004, §6.1).
+/// The summarizer's system prompt (OpenCode's).
 pub const SYSTEM_PROMPT: &str = "You are a helpful AI assistant tasked with summarizing conversations.
 
 When asked to summarize, provide a detailed but concise summary of the conversation.
@@ -24,7 +24,7 @@ Focus on information that would be helpful for continuing the conversation, incl
 
 Your summary should be comprehensive enough to provide context but concise enough to be quickly understood.";
 
-/// The instruction after the conversation (seed 004, §6.2).
+/// The instruction after the conversation (OpenCode's).
 pub const INSTRUCTION: &str = "Provide a detailed prompt for continuing our conversation above. Focus on information that would be helpful for continuing the conversation, including what we did, what we're doing, which files we're working on, and what we're going to do next considering new session will not have access to our conversation.";
 
 /// The text a summarizer gets for a span: the prompts around the events the

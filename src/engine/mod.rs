@@ -1,7 +1,7 @@
 //! The projection: (log, model call, policy) -> the rendered context, with the
 //! disposition of every event (CONTRACT.md §1, §5, §6). Pure: no I/O, no clock.
 //!
-//! The `pipeline` policy is seed 000's reducer pipeline, run cheap to expensive:
+//! The `pipeline` policy is a reducer pipeline, run cheap to expensive:
 //! tool-result retention, the sliding window, then the summary; layout last.
 
 mod block;

@@ -1,4 +1,4 @@
-//! Pre-trim (seed 001): what the summarizer is given for a span, cut to the
+//! Pre-trim: what the summarizer is given for a span, cut to the
 //! summarizer's own window so the summary call does not overflow in turn.
 
 use serde::Serialize;

@@ -1,4 +1,4 @@
-//! The pipeline's reducers (seed 000), cheap to expensive, and the layout.
+//! The pipeline's reducers, cheap to expensive, and the layout.
 //!
 //! Each takes the context, the budget and its own state, and returns them:
 //! `reduce(context, budget, state) -> (context, state)`.

@@ -20,7 +20,7 @@ pub struct Projection {
     pub summary_version: Option<i64>,
     pub tail_start_seq: Option<i64>,
     pub needs_summary: Option<Span>,
-    /// What a summarizer would be given for `needs_summary` (seed 001's pre-trim).
+    /// What a summarizer would be given for `needs_summary` (pre-trim).
     pub pretrim: Option<PreTrim>,
     /// The triggers that fired at this call, and whether it compacted.
     pub triggers: Vec<&'static str>,

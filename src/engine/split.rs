@@ -1,6 +1,6 @@
 //! The presets that collapse the oldest span into one summary at a split
-//! point: seed 001's three strategies (preserve-user, token-fraction,
-//! recent-turns) and seed 003's adaptive and executive summaries.
+//! point: three split strategies (preserve-user, token-fraction,
+//! recent-turns) and the adaptive and executive summaries.
 //!
 //! The split moves only when the policy's trigger fires, and only forward;
 //! between firings every call keeps the same split, so the tail stays
@@ -121,7 +121,7 @@ fn turn_start(ctx: &Context, turn: i64) -> usize {
 }
 
 /// A cut at a tool call or result moves back to the start of its step, so the
-/// assistant message that owns it rides in the kept window (seed 003).
+/// assistant message that owns it rides in the kept window.
 fn snap_back(ctx: &Context, mut cut: usize) -> usize {
     let first = ctx.first_dialogue();
     if cut >= ctx.events.len() || !matches!(ctx.events[cut].kind, Kind::ToolCall | Kind::ToolResult)
@@ -264,7 +264,7 @@ fn cap_turns(ctx: &mut Context, budget: &Budget, policy: &Policy) {
 }
 
 /// Plan progress, working files and tool-usage counts of the span, from the
-/// log itself: what a continuing coding agent needs (seed 003's executive).
+/// log itself: what a continuing coding agent needs (the executive summary).
 fn executive_state(ctx: &Context, span: Span) -> String {
     let mut plan: Option<String> = None;
     let mut files: Vec<String> = Vec::new();

@@ -1,4 +1,4 @@
-//! When compaction happens (seed 001): budget, structural and temporal
+//! When compaction happens: budget, structural and temporal
 //! triggers, combined with "any" or "all".
 
 use super::State;

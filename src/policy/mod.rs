@@ -174,7 +174,7 @@ pub struct SummaryPolicy {
     pub pretrim_tool_lines: u64,
 }
 
-/// When compaction happens (seed 001): budget, structural and temporal triggers.
+/// When compaction happens: budget, structural and temporal triggers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trigger {
     pub over_target: bool,
@@ -264,7 +264,7 @@ pub struct Block {
     pub scope_count: u64,
 }
 
-/// Which earlier turns a block compaction loads (seed 002's CompactionScope).
+/// Which earlier turns a block compaction loads (the block design's compaction scope).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scope {
@@ -345,7 +345,7 @@ impl Policy {
     }
 
     /// The usable and target budgets (CONTRACT.md §3 and issue 3's formula).
-    /// The opencode preset has its own (seed 004): its output reserve is
+    /// The opencode preset has its own (as OpenCode does): its output reserve is
     /// min(the model's output limit, output_cap), the limit being
     /// `opencode.output_limit`, or `budget.output_reserve` while that is 0;
     /// and it compacts only past usable itself.
@@ -377,7 +377,7 @@ impl Policy {
 }
 
 /// The budget threaded through the reducers. A struct, so per-tier caps can be
-/// added later without changing any reducer's signature (seed 000).
+/// added later without changing any reducer's signature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Budget {
     pub usable: u64,

@@ -872,7 +872,7 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
     lines
 }
 
-/// What a summarizer would be given for the needed span (seed 001's pre-trim).
+/// What a summarizer would be given for the needed span (pre-trim).
 fn pretrim_lines(p: &PreTrim) -> Vec<Line<'static>> {
     let seqs = |seqs: &[i64]| match seqs {
         [] => "none".to_string(),
