@@ -2,7 +2,14 @@
 //! token ratio: it finds them, steps at a compaction, shrugs off outliers,
 //! anchors what-ifs on the reported figure and says why when it cannot fit.
 
+mod common;
+
+use std::ops::ControlFlow;
+
 use ctxlens::analysis::calibrate::{self, Point, SessionFit, Source};
+use ctxlens::analysis::{PolicyChoice, ProjectionCache, each_call};
+use ctxlens::engine::Projected;
+use ctxlens::model::SessionLog;
 
 /// Calls with estimates growing by `step` from `start`, reported as
 /// `prefix + ratio × estimate`; the call ids from `first`.
@@ -163,12 +170,7 @@ fn data(path: &str) -> Option<std::path::PathBuf> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/data")
         .join(path);
-    if path.exists() {
-        Some(path)
-    } else {
-        eprintln!("skipped: {} is absent", path.display());
-        None
-    }
+    if path.exists() { Some(path) } else { None }
 }
 
 /// The fit of the session with the most calls in `log`, with the usage of
@@ -251,4 +253,108 @@ fn a_real_claude_code_session_with_a_compaction_is_calibrated_within_a_few_perce
     assert!(fitted_error(&third, &removed) <= 0.04);
     let (quarter, removed) = fit_without(&log, |nth, n| nth >= n * 3 / 4);
     assert!(fitted_error(&quarter, &removed) <= 0.05);
+}
+
+/// A session whose provider reported `prefix + ratio × estimate` at every
+/// call (estimates under the defaults, chars4), growing ~500 tokens a turn.
+fn reported_as(prefix: f64, ratio: f64) -> SessionLog {
+    let mut b = common::LogBuilder::new();
+    for turn in 0..12 {
+        b.user(&format!("step {turn}"));
+        b.tool("read_file", &common::big(2_000));
+        b.call();
+    }
+    let mut log = b.log;
+    let estimates: Vec<u64> = common::project_all(&log, &common::policy(&[]))
+        .iter()
+        .map(|p| p.total_tokens)
+        .collect();
+    for (call, estimate) in log.calls.iter_mut().zip(estimates) {
+        call.usage.input_tokens = Some((prefix + ratio * estimate as f64).round() as i64);
+    }
+    log
+}
+
+/// Each call's projection under the defaults with these `--set`s (chars4; a
+/// window whose target, 21,850, lies far above the estimates, ~500-2,100, but
+/// below what a 20,000-token prefix and a ratio of 1.5 make of most of them).
+fn under<'a>(log: &'a SessionLog, sets: &[&str]) -> Vec<Projected<'a>> {
+    let mut all = vec![
+        "budget.encoding=\"chars4\"".to_string(),
+        "budget.context_window=55000".to_string(),
+        "budget.output_reserve=32000".to_string(),
+    ];
+    all.extend(sets.iter().map(|s| s.to_string()));
+    let choice = PolicyChoice {
+        file: None,
+        sets: all,
+    };
+    let mut cache = ProjectionCache::default();
+    let mut out = Vec::new();
+    each_call(log, &choice, &mut cache, |_, projected| {
+        out.push(projected.unwrap());
+        ControlFlow::Continue(())
+    });
+    out
+}
+
+fn over_target(projected: &[Projected]) -> Vec<i64> {
+    projected
+        .iter()
+        .filter(|p| p.fired.contains(&"over_target"))
+        .map(|p| p.call.id)
+        .collect()
+}
+
+#[test]
+fn budgets_are_measured_in_what_the_provider_counts() {
+    let log = reported_as(20_000.0, 1.5);
+    let calibrated = under(&log, &[]);
+    let last = calibrated.last().unwrap();
+    assert!(
+        close(last.budget.unseen_prefix, 20_000.0, 1.0),
+        "{:?}",
+        last.budget
+    );
+    assert!(
+        close(last.budget.token_ratio, 1.5, 0.01),
+        "{:?}",
+        last.budget
+    );
+    // Estimates stay under the target; what the provider counted does not.
+    let target = last.budget.target;
+    assert!(calibrated.iter().all(|p| p.total_tokens < target / 3));
+    let fired = over_target(&calibrated);
+    assert!(
+        !fired.is_empty() && fired.len() < log.calls.len(),
+        "{fired:?}"
+    );
+    assert!(over_target(&under(&log, &["budget.calibrate=\"off\""])).is_empty());
+    // The same line set by hand gives the same decisions, calibrated or not.
+    let by_hand = ["budget.unseen_prefix=20000", "budget.token_ratio=1.5"];
+    assert_eq!(over_target(&under(&log, &by_hand)), fired);
+    let off_by_hand = [by_hand[0], by_hand[1], "budget.calibrate=\"off\""];
+    assert_eq!(over_target(&under(&log, &off_by_hand)), fired);
+    // A key set explicitly wins over the fit: no tokenizer difference, fewer fire.
+    let fewer = over_target(&under(&log, &["budget.token_ratio=1"]));
+    assert!(fewer.len() < fired.len(), "{fewer:?} vs {fired:?}");
+}
+
+#[test]
+fn a_provider_that_counts_as_we_do_changes_nothing() {
+    let log = reported_as(0.0, 1.0);
+    let on = under(&log, &["budget.context_window=34000"]);
+    let off = under(
+        &log,
+        &["budget.context_window=34000", "budget.calibrate=\"off\""],
+    );
+    assert!(on.iter().all(|p| !p.budget.is_calibrated()));
+    assert!(
+        !over_target(&off).is_empty(),
+        "the window is meant to be hit"
+    );
+    for (a, b) in on.iter().zip(&off) {
+        assert_eq!(a.fired, b.fired, "call {}", a.call.id);
+        assert_eq!(a.total_tokens, b.total_tokens, "call {}", a.call.id);
+    }
 }

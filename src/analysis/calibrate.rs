@@ -23,7 +23,10 @@ use std::ops::ControlFlow;
 use serde::Serialize;
 
 use super::{PolicyChoice, ProjectionCache, each_call};
+use std::sync::Arc;
+
 use crate::model::{Kind, SessionLog};
+use crate::tokens::Encoding;
 
 /// Calls with reported usage below which a session is not calibrated.
 pub const MIN_CALLS: usize = 5;
@@ -467,16 +470,59 @@ impl SessionFit {
 /// call before (a compaction event, or another summary in force) starts a
 /// segment.
 pub fn session(session: &SessionLog, cache: &mut ProjectionCache) -> SessionFit {
-    // Too little usage to fit: say so without projecting anything.
-    let with_usage = session
+    cache.uncalibrated(|raw| fit_session(session, &PolicyChoice::default(), raw))
+}
+
+/// The fitted line of each call of `session`, by id, for counts in
+/// `encoding`; `None` when the session cannot be calibrated.
+pub fn lines(
+    session: &SessionLog,
+    encoding: Encoding,
+    cache: &mut ProjectionCache,
+) -> Option<Arc<Vec<(i64, f64, f64)>>> {
+    if with_usage(session) < MIN_CALLS {
+        return None;
+    }
+    let choice = PolicyChoice {
+        file: None,
+        sets: vec![format!("budget.encoding=\"{}\"", encoding.name())],
+    };
+    let fitted = cache.uncalibrated(|raw| fit_session(session, &choice, raw));
+    let fit = fitted.fit.ok()?;
+    let lines = fitted
+        .points
+        .iter()
+        .zip(&fit.segment_of)
+        .map(|(p, &s)| {
+            (
+                p.call,
+                fit.segments[s].unseen_prefix,
+                fit.segments[s].token_ratio,
+            )
+        })
+        .collect();
+    Some(Arc::new(lines))
+}
+
+fn with_usage(session: &SessionLog) -> usize {
+    session
         .calls
         .iter()
         .filter(|c| c.usage.input_tokens.is_some_and(|t| t > 0))
-        .count();
-    if with_usage < MIN_CALLS {
+        .count()
+}
+
+fn fit_session(
+    session: &SessionLog,
+    choice: &PolicyChoice,
+    cache: &mut ProjectionCache,
+) -> SessionFit {
+    // Too little usage to fit: say so without projecting anything.
+    let calls = with_usage(session);
+    if calls < MIN_CALLS {
         return SessionFit {
             points: Vec::new(),
-            fit: Err(too_few(with_usage)),
+            fit: Err(too_few(calls)),
         };
     }
     let mut points = Vec::with_capacity(session.calls.len());
@@ -488,32 +534,27 @@ pub fn session(session: &SessionLog, cache: &mut ProjectionCache) -> SessionFit 
         .collect();
     compactions.sort_unstable();
     let mut before: Option<(i64, Option<i64>)> = None;
-    each_call(
-        session,
-        &PolicyChoice::default(),
-        cache,
-        |call, projected| {
-            let Ok(projected) = projected else {
-                return ControlFlow::Continue(());
-            };
-            let summary = projected.summary().map(|s| s.id);
-            let starts_segment = before.is_some_and(|(last_seq, was)| {
-                let next = compactions.partition_point(|&seq| seq <= last_seq);
-                was != summary
-                    || compactions
-                        .get(next)
-                        .is_some_and(|&seq| seq <= call.last_seq)
-            });
-            before = Some((call.last_seq, summary));
-            points.push(Point {
-                call: call.id,
-                estimate: projected.total_tokens as f64,
-                reported: call.usage.input_tokens.map(|t| t as f64),
-                starts_segment,
-            });
-            ControlFlow::Continue(())
-        },
-    );
+    each_call(session, choice, cache, |call, projected| {
+        let Ok(projected) = projected else {
+            return ControlFlow::Continue(());
+        };
+        let summary = projected.summary().map(|s| s.id);
+        let starts_segment = before.is_some_and(|(last_seq, was)| {
+            let next = compactions.partition_point(|&seq| seq <= last_seq);
+            was != summary
+                || compactions
+                    .get(next)
+                    .is_some_and(|&seq| seq <= call.last_seq)
+        });
+        before = Some((call.last_seq, summary));
+        points.push(Point {
+            call: call.id,
+            estimate: projected.total_tokens as f64,
+            reported: call.usage.input_tokens.map(|t| t as f64),
+            starts_segment,
+        });
+        ControlFlow::Continue(())
+    });
     let fit = fit(&points);
     SessionFit { points, fit }
 }

@@ -59,6 +59,8 @@ pub struct ProjectionCache {
     /// whose state only a walk over the earlier calls gives; with the number
     /// of events it was made from (a growing log starts it again).
     states: HashMap<(String, PolicyChoice), Walked>,
+    /// Counts made here carry no calibration: this cache fits it.
+    raw: bool,
 }
 
 /// The states before a session's calls (call id, state), made from this many events.
@@ -75,9 +77,27 @@ impl ProjectionCache {
         {
             return Arc::clone(counts);
         }
-        let counts = Arc::new(Counts::new(session, encoding, &mut self.tokens));
+        let mut counts = Counts::new(session, encoding, &mut self.tokens);
+        if !self.raw {
+            counts.calibration = calibrate::lines(session, encoding, self);
+        }
+        let counts = Arc::new(counts);
         self.counts.insert(key, Arc::clone(&counts));
         counts
+    }
+
+    /// Runs `f` with a cache of its own whose counts carry no calibration
+    /// (the token counts made so far are shared), to fit calibration from
+    /// the recorded contexts as estimated.
+    pub fn uncalibrated<T>(&mut self, f: impl FnOnce(&mut ProjectionCache) -> T) -> T {
+        let mut raw = ProjectionCache {
+            tokens: std::mem::take(&mut self.tokens),
+            raw: true,
+            ..ProjectionCache::default()
+        };
+        let out = f(&mut raw);
+        self.tokens = raw.tokens;
+        out
     }
 
     /// The policy `choice` gives `call`, built once per choice and distinct recorded policy.

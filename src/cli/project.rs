@@ -58,7 +58,12 @@ pub fn run(
         } else {
             "policy as given"
         };
-        print_text(&projection, policy.preset.name(), source);
+        print_text(
+            &projection,
+            policy.preset.name(),
+            source,
+            calibrated.as_ref().map(|c| c.tokens),
+        );
         match (&calibrated, &fitted.fit) {
             (Some(c), _) => say!(
                 "calibrated: ~{} tokens as the provider counts ({}: unseen prefix {}, x{:.2})",
@@ -85,7 +90,9 @@ struct Calibrated<'a> {
     calibration_reason: Option<&'a String>,
 }
 
-fn print_text(p: &Projection, preset: &str, source: &str) {
+/// `calibrated`: what the provider would count, which the share of the
+/// target is of when there is one.
+fn print_text(p: &Projection, preset: &str, source: &str, calibrated: Option<u64>) {
     say!(
         "call {} · session {} · turn {} · last_seq {} · {preset} ({source})",
         p.call,
@@ -176,10 +183,15 @@ fn print_text(p: &Projection, preset: &str, source: &str) {
     for error in &p.errors {
         say!("error ({}): {}", error.kind, escape_line(&error.message));
     }
-    let share = p.total_tokens as f64 * 100.0 / p.budget.target.max(1) as f64;
+    let measured = calibrated.unwrap_or(p.total_tokens);
+    let share = measured as f64 * 100.0 / p.budget.target.max(1) as f64;
     say!(
-        "total {} tokens of target {} ({share:.0}%), usable {}{}{}",
+        "total {} tokens estimated{} of target {} ({share:.0}%), usable {}{}{}",
         thousands(p.total_tokens),
+        calibrated.map_or(String::new(), |c| format!(
+            ", ~{} calibrated,",
+            thousands(c)
+        )),
         thousands(p.budget.target),
         thousands(p.budget.usable),
         p.summary_version

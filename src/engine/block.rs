@@ -26,7 +26,7 @@ pub fn project<'a>(
     };
     // Headroom below compact_at_pct of the budget, against the threshold.
     let usable = budget.usable as f64;
-    let headroom = b.compact_at_pct * usable - ctx.event_tokens() as f64;
+    let headroom = b.compact_at_pct * usable - budget.provider(ctx.event_tokens()) as f64;
     if headroom < b.compact_budget_threshold_pct * usable {
         fired.push("headroom");
         state.block_through = Some(ctx.call.last_seq);
@@ -77,7 +77,7 @@ fn apply<'a>(
             let mut count = 0;
             for &(_, start, end) in earlier.iter().rev() {
                 sum += (start..end).map(|ix| ctx.slots[ix].tokens).sum::<u64>();
-                if sum > budget.usable {
+                if sum > budget.room(budget.usable) {
                     break;
                 }
                 count += 1;

@@ -23,6 +23,9 @@ pub struct Counts {
     fixed: Arc<Mutex<Fixed>>,
     /// How many texts `fixed_text` has counted (rather than remembered).
     fixed_counted: Arc<std::sync::atomic::AtomicUsize>,
+    /// How these counts map to what the provider counted, per call (id,
+    /// unseen prefix, token ratio, by id), where the session's usage gave a fit.
+    pub calibration: Option<Arc<Vec<(i64, f64, f64)>>>,
 }
 
 /// How many distinct policy texts a `Counts` remembers; past that the oldest goes.
@@ -58,7 +61,15 @@ impl Counts {
             altered: Arc::default(),
             fixed: Arc::default(),
             fixed_counted: Arc::default(),
+            calibration: None,
         }
+    }
+
+    /// The fitted (unseen prefix, token ratio) of call `id`, if any.
+    pub fn line(&self, id: i64) -> Option<(f64, f64)> {
+        let lines = self.calibration.as_ref()?;
+        let at = lines.binary_search_by_key(&id, |l| l.0).ok()?;
+        Some((lines[at].1, lines[at].2))
     }
 
     /// Tokens of the text `make` gives for event `ix` altered as `how` says

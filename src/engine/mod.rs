@@ -273,7 +273,7 @@ pub fn project<'a>(
     counts: &Arc<Counts>,
     state: &mut State,
 ) -> Result<Projected<'a>, String> {
-    let budget = policy.budget();
+    let budget = policy.budget_with(counts.line(call.id));
     let context = Context::new(session, call, Arc::clone(counts));
     let before = state.block_through;
     let mut fired = Vec::new();

@@ -37,7 +37,7 @@ pub fn project<'a>(
     let mut ctx = prune(pivot(ctx, state, policy), state, policy, fired);
     let before = ctx.event_tokens();
     ctx.before_summary = before;
-    if o.auto && before > budget.usable {
+    if o.auto && budget.provider(before) > budget.usable {
         let tail = own_turn_start(&ctx);
         if tail > first && tail < ctx.events.len() {
             let span = Span {

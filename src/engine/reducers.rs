@@ -198,7 +198,7 @@ impl Reducer for SummaryReducer<'_> {
         };
         // Healing pairs after covering only takes out more, so this bound is safe.
         let after = ctx.event_tokens() - removable_in(&ctx, span) + summary_tokens(&ctx, ix);
-        if after <= budget.target {
+        if budget.provider(after) <= budget.target {
             return (apply_summary(ctx, ix), state);
         }
         // Still over: a summary of a longer span is needed; a placeholder stands in
@@ -340,8 +340,8 @@ fn needed_span(ctx: &Context, budget: &Budget, summarize_to: f64) -> Option<Span
     // Collapse in chunks: down to `summarize_to` of the target where the turns
     // allow, so the split point does not creep forward at every call.
     let chunk = (budget.target as f64 * summarize_to) as u64;
-    let end = first_fit(chunk)
-        .or_else(|| first_fit(budget.target))
+    let end = first_fit(budget.room(chunk))
+        .or_else(|| first_fit(budget.room(budget.target)))
         .unwrap_or(last_end);
     Some(span_to(end))
 }
@@ -453,12 +453,21 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
     }
     let total_tokens: u64 = order_tokens.iter().sum();
     let reduced = total_tokens - injected;
-    let over_budget = reduced > budget.target || injected > budget.injection_reserve;
-    if reduced > budget.target {
+    let over_target = budget.provider(reduced) > budget.target;
+    let over_budget = over_target || injected > budget.injection_reserve;
+    if over_target {
         errors.push(CallError {
             kind: "over_budget",
             message: format!(
-                "{reduced} tokens exceed the target {} after every reduction the policy allows{}",
+                "{} exceed the target {} after every reduction the policy allows{}",
+                if budget.is_calibrated() {
+                    format!(
+                        "{reduced} estimated tokens (~{} as the provider counts)",
+                        budget.provider(reduced)
+                    )
+                } else {
+                    format!("{reduced} tokens")
+                },
                 budget.target,
                 match ctx.needs_summary {
                     Some(span) => format!(

@@ -9,7 +9,8 @@ use crate::policy::{Budget, Combine, Policy};
 /// The triggers that fired at a call, by name; empty when the combination did not fire.
 pub fn fired(ctx: &Context, budget: &Budget, policy: &Policy, state: &State) -> Vec<&'static str> {
     let t = &policy.trigger;
-    let tokens = ctx.event_tokens();
+    // What the provider would count of the context (the estimate, uncalibrated).
+    let provider = budget.provider(ctx.event_tokens());
     let since = state.previous_last_seq.unwrap_or(i64::MIN);
     let new = &ctx.events[ctx.events.partition_point(|e| e.seq <= since)..];
     // Timestamps are parsed only when the temporal trigger is on: this runs at every call.
@@ -24,12 +25,16 @@ pub fn fired(ctx: &Context, budget: &Budget, policy: &Policy, state: &State) -> 
     };
     let window = policy.budget.context_window as f64;
     let checks: [(&'static str, bool, bool); 7] = [
-        ("over_target", t.over_target, tokens > budget.target),
-        ("budget", t.budget > 0.0, tokens as f64 >= t.budget * window),
+        ("over_target", t.over_target, provider > budget.target),
+        (
+            "budget",
+            t.budget > 0.0,
+            provider as f64 >= t.budget * window,
+        ),
         (
             "headroom",
             t.headroom > 0,
-            budget.usable.saturating_sub(tokens) < t.headroom,
+            budget.usable.saturating_sub(provider) < t.headroom,
         ),
         (
             "tool_output",

@@ -38,7 +38,7 @@ pub fn tiered<'a>(
 ) -> Context<'a> {
     let tokens = ctx.event_tokens();
     ctx.before_summary = tokens;
-    let ratio = tokens as f64 / budget.target.max(1) as f64;
+    let ratio = budget.provider(tokens) as f64 / budget.target.max(1) as f64;
     // Below the first phase the prober reports nothing to do, and nothing runs.
     if ratio < t.truncate_at {
         return ctx;

@@ -103,6 +103,20 @@ pub struct BudgetPolicy {
     pub injection_reserve: u64,
     pub safety_margin: f64,
     pub encoding: Encoding,
+    /// Whether budgets count what the provider would (the session's fit of
+    /// its reported usage) or ctxlens's estimate as it is.
+    pub calibrate: Calibrate,
+    /// Tokens the host sends that the log does not hold; 0: from the fit.
+    pub unseen_prefix: f64,
+    /// The provider's tokens per estimated token; 0: from the fit.
+    pub token_ratio: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Calibrate {
+    Off,
+    Session,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -344,7 +358,23 @@ impl Policy {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    /// The usable and target budgets (CONTRACT.md §3 and issue 3's formula).
+    /// The budget measured with the session's fitted line (unseen prefix,
+    /// token ratio) where calibration is on; keys set explicitly win.
+    pub fn budget_with(&self, fitted: Option<(f64, f64)>) -> Budget {
+        let mut budget = self.budget();
+        if let (Calibrate::Session, Some((prefix, ratio))) = (self.budget.calibrate, fitted) {
+            if self.budget.unseen_prefix == 0.0 {
+                budget.unseen_prefix = prefix;
+            }
+            if self.budget.token_ratio == 0.0 {
+                budget.token_ratio = ratio;
+            }
+        }
+        budget
+    }
+
+    /// The usable and target budgets (CONTRACT.md §3 and issue 3's formula),
+    /// measured with the keys' line only (no fit).
     /// The opencode preset has its own (as OpenCode does): its output reserve is
     /// min(the model's output limit, output_cap), the limit being
     /// `opencode.output_limit`, or `budget.output_reserve` while that is 0;
@@ -372,18 +402,49 @@ impl Policy {
             usable,
             target: (reducible as f64 * (1.0 - margin)).floor() as u64,
             injection_reserve: b.injection_reserve,
+            unseen_prefix: b.unseen_prefix,
+            token_ratio: if b.token_ratio > 0.0 {
+                b.token_ratio
+            } else {
+                1.0
+            },
         }
     }
 }
 
 /// The budget threaded through the reducers. A struct, so per-tier caps can be
 /// added later without changing any reducer's signature.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Budget {
     pub usable: u64,
     pub target: u64,
     #[serde(skip)]
     pub injection_reserve: u64,
+    /// The line budgets are measured with: what the provider would count
+    /// of a context we estimate at `e` tokens is `unseen_prefix + token_ratio × e`
+    /// (0 and 1 when calibration is off or found nothing).
+    #[serde(skip)]
+    pub unseen_prefix: f64,
+    #[serde(skip)]
+    pub token_ratio: f64,
+}
+
+impl Budget {
+    /// What the provider would count of a whole context estimated at `estimate`.
+    pub fn provider(&self, estimate: u64) -> u64 {
+        (self.unseen_prefix + self.token_ratio * estimate as f64).round() as u64
+    }
+
+    /// The estimated tokens a whole context may have for the provider to
+    /// count at most `provider` tokens.
+    pub fn room(&self, provider: u64) -> u64 {
+        ((provider as f64 - self.unseen_prefix) / self.token_ratio).max(0.0) as u64
+    }
+
+    /// Whether the line is anything but the identity.
+    pub fn is_calibrated(&self) -> bool {
+        self.unseen_prefix != 0.0 || self.token_ratio != 1.0
+    }
 }
 
 /// Layers policy sources over the defaults, checking each as it is added.
@@ -537,6 +598,18 @@ impl PolicyBuilder {
                 .unwrap_or_default()
         };
         let b = &policy.budget;
+        if !(b.unseen_prefix >= 0.0 && b.unseen_prefix.is_finite()) {
+            return Err(fail(
+                "budget.unseen_prefix",
+                format!("{} is not a number of tokens >= 0", b.unseen_prefix),
+            ));
+        }
+        if !(0.0..=10.0).contains(&b.token_ratio) {
+            return Err(fail(
+                "budget.token_ratio",
+                format!("{} is not in [0, 10] (0: from the fit)", b.token_ratio),
+            ));
+        }
         if !(0.0..1.0).contains(&b.safety_margin) {
             return Err(fail(
                 "budget.safety_margin",
@@ -804,6 +877,7 @@ pub fn allowed_values(key: &str) -> Option<&'static [&'static str]> {
     match key {
         "preset" => Some(&Preset::NAMES),
         "budget.encoding" => Some(&["o200k_base", "cl100k_base", "chars4"]),
+        "budget.calibrate" => Some(&["off", "session"]),
         "trigger.combine" => Some(&["any", "all"]),
         "block.scope" => Some(&["fixed", "token-budget"]),
         k if k == "tool_results.mode" || k.ends_with(".mode") => Some(&["age", "count"]),

@@ -20,6 +20,7 @@ use std::borrow::Cow;
 use std::path::Path;
 
 use crate::analysis::calibrate::Source;
+use crate::analysis::replay::CallReplay;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
@@ -276,10 +277,22 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     (n, _, _) => format!(" (edited*: {n} keys)"),
                 }
             )));
+            // What the provider would count: the calibrated figure of the
+            // strip's replay (for the recorded context, the reported one),
+            // else the budget's line; budgets are measured in it.
+            let calibrated = app
+                .metrics
+                .get(app.call)
+                .filter(|m| m.call == call.id)
+                .and_then(|m| Some((m.calibrated_tokens?, m.calibration_source?)))
+                .filter(|_| view.budget.is_calibrated());
+            let measured = calibrated
+                .map_or(view.budget.provider(view.total_tokens), |(tokens, _)| {
+                    tokens
+                });
             let target = view.budget.target.max(1);
             let width = 20usize;
-            let filled =
-                ((view.total_tokens as f64 / target as f64) * width as f64).round() as usize;
+            let filled = ((measured as f64 / target as f64) * width as f64).round() as usize;
             let bar: String =
                 "█".repeat(filled.min(width)) + &"░".repeat(width - filled.min(width));
             let bar_style = if view.over_budget {
@@ -290,33 +303,28 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             second.push(Span::raw(" tokens "));
             second.push(Span::styled(bar, bar_style));
             second.push(Span::raw(format!(
-                " {} estimated / {} target ({}%)",
-                thousands(view.total_tokens),
-                thousands(view.budget.target),
-                view.total_tokens * 100 / target
+                " {} estimated",
+                thousands(view.total_tokens)
             )));
-            // What the provider would count, from the session's usage (the
-            // strip's replay): for the recorded context, the reported figure.
-            let calibrated = app
-                .metrics
-                .get(app.call)
-                .filter(|m| m.call == call.id)
-                .and_then(|m| Some((m.calibrated_tokens?, m.calibration_source?)));
-            if let Some(reported) = call.usage.input_tokens {
+            if view.budget.is_calibrated() {
+                let how = calibrated.map_or("fit", |(_, source)| source.name());
+                second.push(Span::styled(
+                    format!(", ~{} calibrated ({how})", thousands(measured)),
+                    theme.fg(Color::Cyan),
+                ));
+            }
+            second.push(Span::raw(format!(
+                " / {} target ({}%)",
+                thousands(view.budget.target),
+                measured * 100 / target
+            )));
+            if let Some(reported) = call.usage.input_tokens
+                && !matches!(calibrated, Some((_, Source::Reported)))
+            {
                 second.push(Span::raw(format!(
                     " · reported {}",
                     thousands(reported.max(0) as u64)
                 )));
-            }
-            match calibrated {
-                Some((_, Source::Reported)) => {
-                    second.push(Span::styled(" = calibrated", theme.fg(Color::Cyan)));
-                }
-                Some((tokens, source)) => second.push(Span::styled(
-                    format!(" · calibrated ~{} ({})", thousands(tokens), source.name()),
-                    theme.fg(Color::Cyan),
-                )),
-                None => {}
             }
             if let Some(Stand::Summary(ix)) = view.stand {
                 second.push(Span::raw(format!(
@@ -442,7 +450,7 @@ fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     for (column, bucket) in points.chunks(per).enumerate() {
         let fill = bucket
             .iter()
-            .map(|p| p.total_tokens as f64 / p.target_tokens.max(1) as f64)
+            .map(|p| measured(p) as f64 / p.target_tokens.max(1) as f64)
             .fold(0.0, f64::max);
         let over = bucket.iter().any(|p| p.over_budget);
         let unseen = bucket.iter().any(|p| p.unseen_growth.is_some());
@@ -485,10 +493,12 @@ fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 .total_tokens
                 .saturating_sub(p.prefix_reused_tokens)
         });
+        let tokens = measured(p);
         rows[0].push(Span::raw(format!(
-            "  call {}: {} of {}{}",
+            "  call {}: {}{} of {}{}",
             p.call,
-            thousands(p.total_tokens),
+            if tokens == p.total_tokens { "" } else { "~" },
+            thousands(tokens),
             thousands(p.target_tokens),
             p.unseen_growth.map_or(String::new(), |t| format!(
                 " · +{} unseen",
@@ -508,6 +518,12 @@ fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     }
     let lines: Vec<Line> = rows.into_iter().map(Line::from).collect();
     frame.render_widget(paragraph(lines), area);
+}
+
+/// What the strip measures a call by: its calibrated count where the session
+/// has one (what the provider counted), else its estimate.
+fn measured(p: &CallReplay) -> u64 {
+    p.calibrated_tokens.unwrap_or(p.total_tokens)
 }
 
 /// The first non-blank line of `text`, flattened.
