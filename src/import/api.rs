@@ -54,6 +54,16 @@ pub fn detect(value: &Value) -> anyhow::Result<Format> {
     bail!("no messages")
 }
 
+/// One request of a recording and the response it got (a streamed one put
+/// back together), in one of the three APIs' shapes.
+#[derive(Clone, Debug)]
+pub struct Exchange {
+    pub request: Value,
+    pub response: Option<Value>,
+    /// Where it is, for warnings: "FILE: entry 3".
+    pub at: String,
+}
+
 pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<()> {
     import.reads_file(src);
     let bytes = std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
@@ -68,44 +78,68 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
     let meta = json!({"source": format.name(), "file": src.display().to_string()});
-    let recordings: Vec<(&Value, Option<&Value>)> = match &value {
+    let exchanges: Vec<Exchange> = match &value {
         Value::Array(items) if items.first().is_some_and(|i| i.get("request").is_some()) => items
             .iter()
-            .map(|i| (&i["request"], i.get("response")))
+            .enumerate()
+            .map(|(i, item)| Exchange {
+                request: item["request"].clone(),
+                response: item.get("response").cloned(),
+                at: format!("{}: entry {}", src.display(), i + 1),
+            })
             .collect(),
-        other => vec![(other, None)],
+        other => vec![Exchange {
+            request: other.clone(),
+            response: None,
+            at: src.display().to_string(),
+        }],
     };
+    rebuild(format, import, &id, meta, &rfc3339(modified), exchanges)
+}
+
+/// A session `id` of one model call per exchange of a recording, in order.
+/// `created` is the session's time when no response gives one.
+pub fn rebuild(
+    format: Format,
+    import: &mut Import,
+    id: &str,
+    meta: Value,
+    created: &str,
+    exchanges: Vec<Exchange>,
+) -> anyhow::Result<()> {
     // A streamed response is recorded as its server-sent events: put it
     // back together, as the client did.
-    let streamed: Vec<Option<Value>> = recordings
-        .iter()
-        .map(|(_, r)| r.and_then(Value::as_str).map(|sse| reassemble(format, sse)))
+    let exchanges: Vec<Exchange> = exchanges
+        .into_iter()
+        .map(|mut e| {
+            if let Some(sse) = e.response.as_ref().and_then(Value::as_str) {
+                e.response = Some(reassemble(format, sse));
+            }
+            e
+        })
         .collect();
-    let recordings: Vec<(&Value, Option<&Value>)> = recordings
-        .iter()
-        .zip(&streamed)
-        .map(|(&(request, response), whole)| (request, whole.as_ref().or(response)))
-        .collect();
-    let Some(&(_, last_response)) = recordings.last() else {
-        bail!("{}: an empty recording", src.display());
+    let Some(last) = exchanges.last() else {
+        bail!("an empty recording");
     };
-    let created = last_response
+    let created = last
+        .response
+        .as_ref()
         .and_then(|r| r.get("created").or_else(|| r.get("created_at")))
         .and_then(Value::as_i64)
-        .unwrap_or(modified);
-    import.session(&id, &rfc3339(created), meta);
+        .map_or_else(|| created.to_string(), rfc3339);
+    import.session(id, &created, meta);
     let Import {
         sessions, warnings, ..
     } = import;
     let draft = sessions.last_mut().expect("just added");
-    let ts = rfc3339(created);
+    let ts = created;
     // The last request holds the whole conversation; earlier ones are its prefixes.
     let mut ends = Vec::new();
     let mut convert = Converter::new(format);
-    for (i, (request, _)) in recordings.iter().enumerate() {
-        let items = items_of(format, request);
-        if i + 1 == recordings.len() {
-            convert.system(draft, request, &ts);
+    for (i, e) in exchanges.iter().enumerate() {
+        let items = items_of(format, &e.request);
+        if i + 1 == exchanges.len() {
+            convert.system(draft, &e.request, &ts);
             for item in &items {
                 convert.item(draft, item, &ts);
             }
@@ -114,14 +148,15 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
     }
     // Each request's end, as a position: convert the prefixes' lengths.
     let positions = convert.positions.clone();
-    if let Some(response) = last_response {
+    if let Some(response) = &last.response {
         for item in output_of(format, response) {
             convert.item(draft, &item, &ts);
         }
     }
-    let several = recordings.len() > 1;
-    for (i, ((request, response), end)) in recordings.iter().zip(ends).enumerate() {
-        let Some(response) = response else { continue };
+    for (e, end) in exchanges.iter().zip(ends) {
+        let Some(response) = &e.response else {
+            continue;
+        };
         let last = if end == 0 {
             0
         } else {
@@ -137,14 +172,9 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
             .map_or_else(|| ts.clone(), rfc3339);
         let model = response["model"]
             .as_str()
-            .or_else(|| request["model"].as_str())
+            .or_else(|| e.request["model"].as_str())
             .map(str::to_string);
-        let at = if several {
-            format!("{}: recording {}", src.display(), i + 1)
-        } else {
-            src.display().to_string()
-        };
-        let usage = usage_of(format, &response["usage"], warnings, &at);
+        let usage = usage_of(format, &response["usage"], warnings, &e.at);
         draft.call(last, &call_ts, model, usage);
     }
     Ok(())
