@@ -12,6 +12,7 @@ pub mod import;
 pub mod log;
 pub mod model;
 pub mod policy;
+pub mod record;
 pub mod sample;
 pub mod tokens;
 pub mod tui;

@@ -127,6 +127,18 @@ pub struct ModelCall {
     pub injections: String,
     pub rendered: Option<String>,
     pub usage: Usage,
+    /// How `rendered` was sent, where an import of a recording knows it
+    /// (kept in the `ctxlens_record` table; see the README, "The log").
+    pub record: Option<Record>,
+}
+
+/// The API a call's `rendered` messages were sent to, and the system prompt
+/// that API takes beside its messages (Anthropic's `system`, Responses'
+/// `instructions`), which `rendered` therefore lacks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub format: String,
+    pub system: Option<String>,
 }
 
 impl Default for ModelCall {
@@ -144,6 +156,7 @@ impl Default for ModelCall {
             injections: "[]".to_string(),
             rendered: None,
             usage: Usage::default(),
+            record: None,
         }
     }
 }

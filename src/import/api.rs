@@ -9,7 +9,9 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
 use super::{ABSENT, Counts, Draft, EventExtra, Format, Import, rfc3339, text_of};
-use crate::model::{Kind, Usage};
+use crate::engine::Status;
+use crate::model::{Event, Kind, Record, Summary, Usage};
+use crate::record::Found;
 
 /// Which API a JSON document is in, from its keys.
 pub fn detect(value: &Value) -> anyhow::Result<Format> {
@@ -67,8 +69,7 @@ pub struct Exchange {
 pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<()> {
     import.reads_file(src);
     let bytes = std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
-    let value: Value = serde_json::from_slice(super::without_bom(&bytes))
-        .with_context(|| format!("{}: not valid JSON", src.display()))?;
+    let bytes = super::without_bom(&bytes);
     let id = src
         .file_stem()
         .map_or("api".into(), |s| s.to_string_lossy().into_owned());
@@ -78,27 +79,94 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
     let meta = json!({"source": format.name(), "file": src.display().to_string()});
-    let exchanges: Vec<Exchange> = match &value {
-        Value::Array(items) if items.first().is_some_and(|i| i.get("request").is_some()) => items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| Exchange {
-                request: item["request"].clone(),
-                response: item.get("response").cloned(),
-                at: format!("{}: entry {}", src.display(), i + 1),
-            })
-            .collect(),
-        other => vec![Exchange {
-            request: other.clone(),
-            response: None,
-            at: src.display().to_string(),
-        }],
+    let entry = |i: usize| format!("{}: entry {}", src.display(), i + 1);
+    // A recording is a JSON array of {request, response}, or JSON lines of them.
+    let entries: Vec<(usize, Value)> = match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Array(items)) if items.first().is_some_and(|i| i.get("request").is_some()) => {
+            items.into_iter().enumerate().collect()
+        }
+        Ok(body) => {
+            // A request body or a list of messages alone: a conversation,
+            // not a recording of calls.
+            let only = Exchange {
+                request: body,
+                response: None,
+                at: src.display().to_string(),
+            };
+            rebuild(format, import, &id, meta, &rfc3339(modified), vec![only])?;
+            import
+                .sessions
+                .last_mut()
+                .expect("just added")
+                .calls
+                .clear();
+            return Ok(());
+        }
+        Err(e) => {
+            let text = String::from_utf8_lossy(bytes);
+            let lines: Vec<(usize, &str)> = text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+                .collect();
+            let first = lines
+                .first()
+                .and_then(|(_, l)| serde_json::from_str::<Value>(l).ok());
+            if first.is_none_or(|v| v.get("request").is_none()) {
+                return Err(e).with_context(|| format!("{}: not valid JSON", src.display()));
+            }
+            let mut entries = Vec::new();
+            for (i, (_, line)) in lines.into_iter().enumerate() {
+                match serde_json::from_str::<Value>(line) {
+                    Ok(v) => entries.push((i, v)),
+                    Err(_) => import
+                        .warnings
+                        .push(format!("{}: not valid JSON", entry(i))),
+                }
+            }
+            entries
+        }
     };
+    let mut exchanges = Vec::new();
+    for (i, item) in entries {
+        // A request recorded as the text of its body.
+        let request = match &item["request"] {
+            Value::String(body) => match serde_json::from_str::<Value>(body) {
+                Ok(request) => request,
+                Err(_) => {
+                    let what = "its request is not valid JSON";
+                    import.warnings.push(format!("{}: {what}", entry(i)));
+                    continue;
+                }
+            },
+            Value::Object(_) | Value::Array(_) => item["request"].clone(),
+            _ => {
+                import.warnings.push(format!("{}: no request", entry(i)));
+                continue;
+            }
+        };
+        exchanges.push(Exchange {
+            request,
+            response: item.get("response").filter(|r| !r.is_null()).cloned(),
+            at: entry(i),
+        });
+    }
+    if exchanges.is_empty() {
+        bail!("{}: no request in the recording", src.display());
+    }
     rebuild(format, import, &id, meta, &rfc3339(modified), exchanges)
 }
 
 /// A session `id` of one model call per exchange of a recording, in order.
 /// `created` is the session's time when no response gives one.
+///
+/// The history is the union of what the requests carried, each message
+/// once, where it first appeared, and the responses' replies. Each call's
+/// `rendered` is its request's messages exactly; what the history holds
+/// and the request did not is the call's evictions: a message gone is
+/// dropped, a tool result with a new text stubbed or truncated, and new
+/// text in place of a span a summary of it (an inserted text that replaced
+/// nothing is an injection).
 pub fn rebuild(
     format: Format,
     import: &mut Import,
@@ -112,72 +180,232 @@ pub fn rebuild(
     let exchanges: Vec<Exchange> = exchanges
         .into_iter()
         .map(|mut e| {
-            if let Some(sse) = e.response.as_ref().and_then(Value::as_str) {
-                e.response = Some(reassemble(format, sse));
+            if let Some(text) = e.response.as_ref().and_then(Value::as_str) {
+                e.response = Some(
+                    serde_json::from_str(text)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| reassemble(format, text)),
+                );
             }
             e
         })
         .collect();
-    let Some(last) = exchanges.last() else {
-        bail!("an empty recording");
+    let time = |e: &Exchange| {
+        e.response
+            .as_ref()
+            .and_then(|r| r.get("created").or_else(|| r.get("created_at")))
+            .and_then(Value::as_i64)
+            .map(rfc3339)
     };
-    let created = last
-        .response
-        .as_ref()
-        .and_then(|r| r.get("created").or_else(|| r.get("created_at")))
-        .and_then(Value::as_i64)
-        .map_or_else(|| created.to_string(), rfc3339);
+    let created = exchanges
+        .iter()
+        .find_map(time)
+        .unwrap_or_else(|| created.to_string());
     import.session(id, &created, meta);
     let Import {
         sessions, warnings, ..
     } = import;
     let draft = sessions.last_mut().expect("just added");
-    let ts = created;
-    // The last request holds the whole conversation; earlier ones are its prefixes.
-    let mut ends = Vec::new();
-    let mut convert = Converter::new(format);
-    for (i, e) in exchanges.iter().enumerate() {
-        let items = items_of(format, &e.request);
-        if i + 1 == exchanges.len() {
-            convert.system(draft, &e.request, &ts);
-            for item in &items {
-                convert.item(draft, item, &ts);
+    let mut ts = created;
+    for e in &exchanges {
+        ts = time(e).unwrap_or(ts);
+        let sent = events_of(format, &e.request);
+        let found = crate::record::find(&draft.events, &sent);
+        // What the request added at its end is new history.
+        let tail = found
+            .iter()
+            .rposition(|f| *f != Found::New)
+            .map_or(0, |i| i + 1);
+        let (stand, injections) = stand_ins(draft, &sent[..tail], &found[..tail], &ts);
+        for event in &sent[tail..] {
+            append(draft, event, &ts);
+        }
+        let last = draft.last();
+        let mut evictions = Vec::new();
+        let mut held = vec![None; last as usize];
+        for f in &found[..tail] {
+            match *f {
+                Found::Same(ix) => held[ix] = Some(Status::Verbatim),
+                Found::Changed(ix, how) => held[ix] = Some(how),
+                Found::New => {}
             }
         }
-        ends.push(items.len());
-    }
-    // Each request's end, as a position: convert the prefixes' lengths.
-    let positions = convert.positions.clone();
-    if let Some(response) = &last.response {
-        for item in output_of(format, response) {
-            convert.item(draft, &item, &ts);
+        // What the request appended is held as it is.
+        for how in &mut held[last as usize - (sent.len() - tail)..] {
+            *how = Some(Status::Verbatim);
         }
-    }
-    for (e, end) in exchanges.iter().zip(ends) {
-        let Some(response) = &e.response else {
-            continue;
-        };
-        let last = if end == 0 {
-            0
-        } else {
-            positions.get(end - 1).copied().unwrap_or(0)
-        };
-        if last < 1 {
-            continue;
+        let covered = stand.map(|s| {
+            let s = &draft.summaries[s];
+            (s.from_seq, s.to_seq)
+        });
+        for (ix, how) in held.iter().enumerate() {
+            let position = ix as i64 + 1;
+            let (action, reducer) = match how {
+                Some(Status::Verbatim) => continue,
+                Some(how) => (how.as_str(), "recorded"),
+                None if covered.is_some_and(|(from, to)| (from..=to).contains(&position)) => {
+                    ("summarized", "summary")
+                }
+                None => ("dropped", "recorded"),
+            };
+            evictions.push(json!({"seq": position, "action": action, "reducer": reducer}));
         }
-        let call_ts = response
-            .get("created")
-            .or_else(|| response.get("created_at"))
-            .and_then(Value::as_i64)
-            .map_or_else(|| ts.clone(), rfc3339);
-        let model = response["model"]
-            .as_str()
+        let response = e.response.as_ref();
+        let model = response
+            .and_then(|r| r["model"].as_str())
             .or_else(|| e.request["model"].as_str())
             .map(str::to_string);
-        let usage = usage_of(format, &response["usage"], warnings, &e.at);
-        draft.call(last, &call_ts, model, usage);
+        let usage = match response {
+            Some(r) if r["usage"].is_object() => usage_of(format, &r["usage"], warnings, &e.at),
+            Some(_) => {
+                warnings.push(format!("{}: a response without usage", e.at));
+                Usage::default()
+            }
+            None => {
+                warnings.push(format!("{}: no response", e.at));
+                Usage::default()
+            }
+        };
+        let call = draft.call(last, &ts, model, usage);
+        call.summary_id = stand.map(|s| s as i64);
+        call.evictions = Value::Array(evictions).to_string();
+        call.injections = Value::Array(injections).to_string();
+        call.rendered = Some(messages_of(format, &e.request).to_string());
+        call.record = Some(Record {
+            format: format.name().to_string(),
+            system: system_of(&e.request).map(text_of),
+        });
+        if let Some(response) = response {
+            let mut convert = Converter::new(format);
+            for item in output_of(format, response) {
+                convert.item(draft, &item, &ts);
+            }
+        }
     }
     Ok(())
+}
+
+/// Runs of new text before the end of a request, in place of history the
+/// request does not hold: the summary in force (an earlier one repeated, or
+/// a new version over the span it replaced) and injections (new text that
+/// replaced nothing).
+fn stand_ins(
+    draft: &mut Draft,
+    sent: &[Event],
+    found: &[Found],
+    ts: &str,
+) -> (Option<usize>, Vec<Value>) {
+    let held: std::collections::HashSet<usize> = found.iter().filter_map(|f| f.index()).collect();
+    let mut stand = None;
+    let mut injections = Vec::new();
+    let mut i = 0;
+    while i < found.len() {
+        if found[i] != Found::New {
+            i += 1;
+            continue;
+        }
+        let run = i..found[i..]
+            .iter()
+            .position(|f| *f != Found::New)
+            .map_or(found.len(), |n| i + n);
+        let before = found[..i].iter().rev().find_map(|f| f.index());
+        let after = found[run.end..].iter().find_map(|f| f.index());
+        i = run.end;
+        let text = sent[run]
+            .iter()
+            .map(|e| e.content.trim())
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        if let Some(known) = draft.summaries.iter().position(|s| s.content == text) {
+            stand = Some(known);
+            continue;
+        }
+        let gap = before.map_or(0, |b| b + 1)..after.unwrap_or(draft.events.len());
+        let gone: Vec<usize> = gap.filter(|ix| !held.contains(ix)).collect();
+        let (Some(&first), Some(&last)) = (gone.first(), gone.last()) else {
+            injections.push(json!({"hook": "recorded", "content": text}));
+            continue;
+        };
+        // A new version covers what an earlier one in this place did too.
+        let from = draft
+            .summaries
+            .iter()
+            .filter(|s| s.to_seq >= first as i64 && s.from_seq <= last as i64 + 1)
+            .map(|s| s.from_seq)
+            .fold(first as i64 + 1, i64::min);
+        draft.summaries.push(Summary {
+            id: 0,
+            session_id: draft.session.id.clone(),
+            version: draft.summaries.len() as i64 + 1,
+            from_seq: from,
+            to_seq: last as i64 + 1,
+            content: text,
+            created_at: ts.to_string(),
+            created_by: Some("recorded".into()),
+            meta: None,
+        });
+        stand = Some(draft.summaries.len() - 1);
+    }
+    (stand, injections)
+}
+
+/// Adds a copy of `event` (read from a request) to the history.
+fn append(draft: &mut Draft, event: &Event, ts: &str) {
+    let id = event.call_id.as_deref().unwrap_or("");
+    let meta = event
+        .meta
+        .as_deref()
+        .and_then(|m| serde_json::from_str(m).ok());
+    match event.kind {
+        Kind::ToolCall => {
+            let tool = event.tool_name.as_deref().unwrap_or("tool");
+            draft.tool_call(ts, tool, id, event.content.clone());
+        }
+        Kind::ToolResult => {
+            draft.tool_result(ts, None, id, event.content.clone(), meta);
+        }
+        kind => {
+            draft.push(
+                kind,
+                ts,
+                event.content.clone(),
+                EventExtra::default().with_meta(meta),
+            );
+        }
+    }
+}
+
+/// The events a request's system prompt and messages make, in order.
+pub(crate) fn events_of(format: Format, request: &Value) -> Vec<Event> {
+    let mut scratch = Draft::default();
+    let mut convert = Converter::new(format);
+    convert.system(&mut scratch, request, "");
+    for item in &items_of(format, request) {
+        convert.item(&mut scratch, item, "");
+    }
+    // An empty message (an assistant's "" before its tool calls) says nothing.
+    scratch
+        .events
+        .retain(|e| e.call_id.is_some() || !e.content.trim().is_empty());
+    scratch.events
+}
+
+/// A request's messages (or input items) exactly as sent.
+fn messages_of(format: Format, request: &Value) -> Value {
+    match request {
+        Value::Array(_) => request.clone(),
+        _ if format == Format::OpenaiResponses => request["input"].clone(),
+        _ => request["messages"].clone(),
+    }
+}
+
+/// The system prompt a request carries beside its messages.
+fn system_of(request: &Value) -> Option<&Value> {
+    request
+        .get("system")
+        .or_else(|| request.get("instructions"))
+        .filter(|s| !s.is_null())
 }
 
 /// The messages or input items of a request (or a bare array of them).
@@ -369,10 +597,7 @@ impl Converter {
 
     /// Anthropic's top-level `system`, or Responses' `instructions`.
     fn system(&mut self, draft: &mut Draft, request: &Value, ts: &str) {
-        let system = request
-            .get("system")
-            .or_else(|| request.get("instructions"));
-        if let Some(system) = system.filter(|s| !s.is_null()) {
+        if let Some(system) = system_of(request) {
             draft.push(Kind::System, ts, text_of(system), EventExtra::default());
         }
     }

@@ -769,6 +769,11 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
         if value.get("payload").is_some() && value.get("type").is_some() {
             return Ok(Format::Codex);
         }
+        if value.get("request").is_some() {
+            return api::detect(&Value::Array(vec![value])).with_context(|| {
+                format!("{}: a recording, but not of a known API", src.display())
+            });
+        }
         if value.get("sessionId").is_some()
             || value.get("parentUuid").is_some()
             || value.get("type").and_then(Value::as_str) == Some("file-history-snapshot")

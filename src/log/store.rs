@@ -8,7 +8,9 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, Row};
 
 use super::{LogError, Result, TextLimit, check_schema, precheck, sqlite_err};
-use crate::model::{Event, Kind, LoadNote, Log, ModelCall, Session, SessionLog, Summary, Usage};
+use crate::model::{
+    Event, Kind, LoadNote, Log, ModelCall, Record, Session, SessionLog, Summary, Usage,
+};
 
 /// How long a read waits for a writer's lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(3);
@@ -271,7 +273,9 @@ impl Store {
             },
             budget,
         )?;
-        for call in calls {
+        let mut records = read_records(&tx, self.cursor.call_id)?;
+        for mut call in calls {
+            call.record = records.remove(&call.id);
             self.cursor.call_id = Some(call.id);
             changes.calls += 1;
             log.session_mut(&call.session_id).calls.push(call);
@@ -413,7 +417,37 @@ fn read_call(r: &Row) -> rusqlite::Result<ModelCall> {
             cache_write_tokens: r.get(13)?,
             output_tokens: r.get(14)?,
         },
+        record: None,
     })
+}
+
+/// How the calls after `after` were sent, from `ctxlens_record` where an
+/// import of a recording wrote it, by call id.
+fn read_records(
+    conn: &Connection,
+    after: Option<i64>,
+) -> Result<std::collections::HashMap<i64, Record>, ReadError> {
+    let exists: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ctxlens_record')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !exists {
+        return Ok(Default::default());
+    }
+    let mut stmt = conn.prepare(
+        "SELECT call_id, format, system FROM ctxlens_record WHERE ?1 IS NULL OR call_id > ?1",
+    )?;
+    let rows = stmt.query_map([after], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            Record {
+                format: r.get(1)?,
+                system: r.get(2)?,
+            },
+        ))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// The rows `sql` selects, each made by `map`, stopping once their text

@@ -294,31 +294,51 @@ impl Writer {
     pub fn record_call(&mut self, call: &ModelCall) -> Result<i64> {
         self.require_session(&call.session_id)?;
         let u = &call.usage;
-        self.conn
-            .execute(
-                "INSERT INTO model_calls (session_id, turn, last_seq, ts, model, policy, summary_id,
+        let err = sqlite_err(&self.path);
+        // One transaction: a reader never sees the call without its record.
+        let tx = self.conn.transaction().map_err(&err)?;
+        tx.execute(
+            "INSERT INTO model_calls (session_id, turn, last_seq, ts, model, policy, summary_id,
                     evictions, injections, rendered, input_tokens, cache_read_tokens,
                     cache_write_tokens, output_tokens)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                params![
-                    call.session_id,
-                    call.turn,
-                    call.last_seq,
-                    call.ts,
-                    call.model,
-                    call.policy,
-                    call.summary_id,
-                    call.evictions,
-                    call.injections,
-                    call.rendered,
-                    u.input_tokens,
-                    u.cache_read_tokens,
-                    u.cache_write_tokens,
-                    u.output_tokens
-                ],
+            params![
+                call.session_id,
+                call.turn,
+                call.last_seq,
+                call.ts,
+                call.model,
+                call.policy,
+                call.summary_id,
+                call.evictions,
+                call.injections,
+                call.rendered,
+                u.input_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens,
+                u.output_tokens
+            ],
+        )
+        .map_err(&err)?;
+        let id = tx.last_insert_rowid();
+        if let Some(record) = &call.record {
+            // Made at the first call that has one, so other logs keep the
+            // four tables only.
+            tx.execute_batch(
+                "CREATE TABLE IF NOT EXISTS ctxlens_record (
+                    call_id INTEGER PRIMARY KEY REFERENCES model_calls(id),
+                    format  TEXT NOT NULL,
+                    system  TEXT)",
             )
-            .map_err(sqlite_err(&self.path))?;
-        Ok(self.conn.last_insert_rowid())
+            .map_err(&err)?;
+            tx.execute(
+                "INSERT INTO ctxlens_record (call_id, format, system) VALUES (?1, ?2, ?3)",
+                params![id, record.format, record.system],
+            )
+            .map_err(&err)?;
+        }
+        tx.commit().map_err(&err)?;
+        Ok(id)
     }
 
     /// Marks a session ended (`ended_at` in its meta) at `at` (RFC 3339): its
