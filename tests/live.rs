@@ -186,3 +186,36 @@ fn a_replaced_log_file_is_opened_again() {
     assert_eq!(app.session().id(), "forgot-deploy-key");
     assert_eq!(app.calls.len(), 76);
 }
+
+#[test]
+fn a_log_truncated_to_nothing_is_said_and_opened_again_once_written() {
+    let dir = TempDir::new().unwrap();
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
+    let log_path = dir.path().join("log.db");
+    std::fs::copy(samples.join("tool-heavy.db"), &log_path).unwrap();
+    let mut store = Store::open(&log_path).unwrap();
+    let log = store.load().unwrap();
+    let mut app = App::new("log.db", Arc::new(log));
+    let (tx, _rx) = mpsc::channel();
+    let mut tail = Tail::start(&log_path, store, tx, None).unwrap();
+    let events = app.log.event_count();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log_path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    assert!(tail.apply(&mut app).unwrap());
+    assert!(
+        app.status.contains("truncated to 0 bytes"),
+        "{}",
+        app.status
+    );
+    // What was loaded stays on screen.
+    assert_eq!(app.log.event_count(), events);
+    // Written again (here: another log copied in place), it is opened.
+    std::fs::copy(samples.join("forgot-deploy-key.db"), &log_path).unwrap();
+    assert!(tail.apply(&mut app).unwrap());
+    assert!(app.status.contains("was replaced"), "{}", app.status);
+    assert_eq!(app.session().id(), "forgot-deploy-key");
+}
