@@ -4,7 +4,8 @@
 //!
 //! Each context item maps by its kind, else by its role; summaries,
 //! placeholders, injections and compaction markers have the role `user`
-//! (hosts send a summary as a user message) and go as user text.
+//! (most hosts send a compaction summary as a user message) and go as user
+//! text.
 //!
 //! - `openai-chat`: `{model, messages}`. Every system item is a `system`
 //!   message where it stands. A tool call joins the assistant message right
@@ -14,15 +15,15 @@
 //!   its `tool_call_id`. Reasoning is left out: Chat Completions has no
 //!   place for it in a request.
 //! - `openai-responses`: `{model, instructions, input}`. The system items
-//!   before everything else, joined, are `instructions`; a later one is a
+//!   before everything else, joined by blank lines, are `instructions`; a later one is a
 //!   `system` message in place. Text is `{type: "message", role, content}`;
 //!   tool calls are `function_call {call_id, name, arguments}`, results
 //!   `function_call_output {call_id, output}`, reasoning `reasoning` with
-//!   its text as one `summary_text` (we have no item id or encrypted
-//!   content: the API only accepts reasoning it issued, so a real client
-//!   may have to drop these).
+//!   its text as one `summary_text` (none when empty). We have no reasoning
+//!   item's id or encrypted content, and the API takes back only reasoning
+//!   it issued: a client sending the body may have to drop these.
 //! - `anthropic`: `{model, max_tokens, system, messages}`. The leading
-//!   system items, joined, are `system`; a later one is user text (a message
+//!   system items, joined by blank lines, are `system`; a later one is user text (a message
 //!   is only `user` or `assistant`). Items become content blocks: `text`,
 //!   `tool_use {id, name, input}` (the arguments as a JSON object, else
 //!   `{"raw": arguments}`), and `tool_result {tool_use_id, content}` in a
@@ -227,10 +228,13 @@ fn responses(pieces: &[Piece]) -> Vec<Value> {
             Piece::Text { role, text } => {
                 json!({"type": "message", "role": role.name(), "content": text})
             }
-            Piece::Reasoning(text) => json!({
-                "type": "reasoning",
-                "summary": [{"type": "summary_text", "text": text}],
-            }),
+            Piece::Reasoning(text) => {
+                let summary = match text {
+                    "" => json!([]),
+                    text => json!([{"type": "summary_text", "text": text}]),
+                };
+                json!({"type": "reasoning", "summary": summary})
+            }
             Piece::Call { id, name, args } => json!({
                 "type": "function_call",
                 "call_id": id,
