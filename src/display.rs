@@ -191,6 +191,25 @@ pub fn to_json(value: &impl serde::Serialize) -> serde_json::Result<String> {
     Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
 }
 
+/// `value` as indented JSON that no terminal acts on. The controls
+/// serde_json leaves raw can only be inside strings, where `\uXXXX` stands
+/// for them.
+pub fn to_json_pretty(value: &impl serde::Serialize) -> serde_json::Result<String> {
+    let text = serde_json::to_string_pretty(value)?;
+    if !text.chars().any(is_hostile) {
+        return Ok(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if is_hostile(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +233,18 @@ mod tests {
         assert!(matches!(escape_line(plain), Cow::Borrowed(_)));
         let once = escape_line("\x1b]52;c;aGVsbG8=\x07\u{9b}\u{202e}\n").into_owned();
         assert_eq!(escape_line(&once), once);
+    }
+
+    #[test]
+    fn pretty_json_escapes_what_compact_json_does() {
+        let value = serde_json::json!({"a": "x\u{9b}2J\u{202e}\x1b\n"});
+        let pretty = to_json_pretty(&value).unwrap();
+        assert!(pretty.contains("\\u009b2J\\u202e\\u001b\\n"), "{pretty}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&pretty).unwrap(),
+            value
+        );
+        assert!(!pretty.chars().any(is_hostile));
     }
 
     #[test]

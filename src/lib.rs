@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod cli;
 pub mod display;
 pub mod engine;
+pub mod export;
 pub mod import;
 pub mod log;
 pub mod model;

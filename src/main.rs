@@ -57,6 +57,10 @@ enum Command {
         /// Print the projection as JSON (CONTRACT.md §5).
         #[arg(long)]
         json: bool,
+        /// Print the context as this API's request body instead (indented JSON), which
+        /// `ctxlens import API` reads back.
+        #[arg(long, value_name = "API", value_parser = api_format())]
+        format: Option<ctxlens::import::Format>,
     },
     /// Re-project every recorded call and compare it with its audit record.
     ///
@@ -156,6 +160,17 @@ enum Command {
     },
 }
 
+/// `--format`: the names of the formats whose request bodies `project` writes.
+fn api_format() -> impl clap::builder::TypedValueParser<Value = ctxlens::import::Format> {
+    use clap::builder::TypedValueParser as _;
+    use ctxlens::export::APIS;
+    clap::builder::PossibleValuesParser::new(APIS.map(ctxlens::import::Format::name)).map(|name| {
+        APIS.into_iter()
+            .find(|f| f.name() == name)
+            .expect("a possible value names an API")
+    })
+}
+
 /// How a command chooses its policy.
 #[derive(clap::Args)]
 struct PolicyArgs {
@@ -197,10 +212,12 @@ fn main() -> ExitCode {
                 policy,
                 session,
                 json,
+                format,
             }),
             _,
-        ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
-            .and_then(|choice| cli::project::run(&log, call, session.as_deref(), &choice, json)),
+        ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets).and_then(|choice| {
+            cli::project::run(&log, call, session.as_deref(), &choice, json, format)
+        }),
         (
             Some(Command::Why {
                 log,

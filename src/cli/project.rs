@@ -9,6 +9,8 @@ use crate::analysis::calibrate::{self, Note};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::display::escape_line;
 use crate::engine::Projection;
+use crate::export;
+use crate::import::Format;
 use crate::say;
 
 pub fn run(
@@ -17,7 +19,11 @@ pub fn run(
     session: Option<&str>,
     choice: &PolicyChoice,
     as_json: bool,
+    format: Option<Format>,
 ) -> anyhow::Result<Outcome> {
+    if as_json && format.is_some() {
+        anyhow::bail!("--format prints JSON already: give --format or --json, not both");
+    }
     let log = load(path)?;
     let sessions: Vec<_> = match session {
         Some(id) => vec![log.pick_session(Some(id)).map_err(anyhow::Error::msg)?],
@@ -41,6 +47,16 @@ pub fn run(
     let (policy, projected) = project_call(session, call, choice, &mut cache)
         .map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
     let projection = projected.render(&policy);
+    if let Some(format) = format {
+        let body = export::request(
+            format,
+            &projection.context,
+            call.model.as_deref(),
+            policy.budget.output_reserve,
+        )?;
+        println!("{}", crate::display::to_json_pretty(&body)?);
+        return Ok(Outcome::Done);
+    }
     let fitted = calibrate::session(session, &mut cache);
     let calibrated = fitted.note(call.id, projection.total_tokens, choice.is_recorded());
     if as_json {

@@ -38,6 +38,9 @@ pub struct Item {
     pub seqs: Vec<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
+    /// The tool of a tool call or result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
     pub status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary_version: Option<i64>,
@@ -71,6 +74,7 @@ impl Projected<'_> {
                         kind: e.kind.as_str(),
                         seqs: vec![e.seq],
                         call_id: e.call_id.clone(),
+                        tool: e.tool_name.clone(),
                         status: status.as_str(),
                         summary_version: None,
                         tokens,
@@ -82,6 +86,7 @@ impl Projected<'_> {
                     kind: "summary",
                     seqs: self.covered_seqs(),
                     call_id: None,
+                    tool: None,
                     status: "summary",
                     summary_version: self.summary().map(|s| s.version),
                     tokens,
@@ -92,6 +97,7 @@ impl Projected<'_> {
                     kind: "placeholder",
                     seqs: self.covered_seqs(),
                     call_id: None,
+                    tool: None,
                     status: "placeholder",
                     summary_version: None,
                     tokens,
@@ -102,6 +108,7 @@ impl Projected<'_> {
                     kind: "injection",
                     seqs: Vec::new(),
                     call_id: None,
+                    tool: None,
                     status: "injected",
                     summary_version: None,
                     tokens,

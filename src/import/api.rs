@@ -617,7 +617,9 @@ impl Converter {
                 draft.tool_result(ts, None, id, text_of(&item["output"]), None);
             }
             Some("reasoning") => {
-                draft.reasoning(ts, text_of(&item["summary"]), true);
+                // Empty reasoning is hidden only when the item carries it encrypted.
+                let encrypted = !item["encrypted_content"].is_null();
+                draft.reasoning(ts, text_of(&item["summary"]), encrypted);
             }
             _ => self.message(draft, item, ts),
         }
