@@ -93,6 +93,7 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
                 response: None,
                 at: src.display().to_string(),
             };
+            let warned = import.warnings.len();
             rebuild(format, import, &id, meta, &rfc3339(modified), vec![only])?;
             import
                 .sessions
@@ -100,6 +101,8 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
                 .expect("just added")
                 .calls
                 .clear();
+            // Nor does it miss a response.
+            import.warnings.truncate(warned);
             return Ok(());
         }
         Err(e) => {
@@ -385,9 +388,10 @@ pub(crate) fn events_of(format: Format, request: &Value) -> Vec<Event> {
         convert.item(&mut scratch, item, "");
     }
     // An empty message (an assistant's "" before its tool calls) says nothing.
-    scratch
-        .events
-        .retain(|e| e.call_id.is_some() || !e.content.trim().is_empty());
+    scratch.events.retain(|e| {
+        !matches!(e.kind, Kind::User | Kind::Assistant | Kind::System)
+            || !e.content.trim().is_empty()
+    });
     scratch.events
 }
 
