@@ -392,3 +392,34 @@ fn a_file_without_a_genai_span_is_one_line_and_status_2() {
     );
     assert!(!out.exists(), "nothing written");
 }
+
+#[test]
+fn odd_shapes_import_without_panicking() {
+    // Values of the wrong type, a span its own parent, indices past u64,
+    // JSON text that is a string, parts that are not objects, no ids at all.
+    let lines = [
+        r#"{"resourceSpans":"x"}"#,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"chat","attributes":[{"key":"gen_ai.input.messages","value":{"intValue":"5"}},{"key":"gen_ai.output.messages","value":{"stringValue":"[1,\"a\",null,{\"parts\":5},{\"role\":3,\"parts\":[1,{\"type\":\"tool_call\"},{\"type\":\"blob\",\"content\":\"AAAA\"}]}]"}},{"key":"gen_ai.usage.input_tokens","value":{"intValue":"abc"}}]}]}]}]}"#,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"chat x","spanId":"s1","parentSpanId":"s1","events":[{"name":"gen_ai.user.message","attributes":[{"key":"gen_ai.event.content","value":{"stringValue":"\"hi\""}}]},{"name":"gen_ai.choice","attributes":[{"key":"message","value":{"stringValue":"[]"}}]}],"attributes":[{"key":"gen_ai.prompt.99999999999999999999.role","value":{}},{"key":"gen_ai.system_instructions","value":{"arrayValue":{"values":[{"kvlistValue":{"values":[{"key":"type","value":{"stringValue":"text"}}]}}]}}}]}]}]}]}"#,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"openai.chat","startTimeUnixNano":-5,"attributes":[{"key":"gen_ai.prompt.0.tool_calls.x.name","value":{"stringValue":"a"}},{"key":"gen_ai.prompt.0.content","value":{"stringValue":"[{bad"}},{"key":"gen_ai.completion.0.tool_calls.0","value":{"stringValue":"a"}}]}]}]}]}"#,
+        r#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"eventName":"gen_ai.user.message","body":{"arrayValue":{}}}]}]}]}"#,
+        "[1,2]",
+    ];
+    let dir = TempDir::new().unwrap();
+    let src = dir.path().join("odd.jsonl");
+    std::fs::write(&src, lines.join("\n") + "\n").unwrap();
+    let out = dir.path().join("out.db");
+    let output = ctxlens()
+        .args(["import", "otel"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // The spans without a trace are a session named after the file.
+    let log = Store::open(&out).unwrap().load().unwrap();
+    assert_eq!(log.sessions[0].session.id, "odd");
+}
