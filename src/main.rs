@@ -134,9 +134,10 @@ enum Command {
     /// FORMAT: claude-code (a session JSONL; its subagents/ folder beside it is read too),
     /// codex (a rollout JSONL), opencode (its storage folder or opencode.db), llm (logs.db),
     /// openai-chat, openai-responses, anthropic (a JSON array of messages, a request body, or
-    /// a recording of requests and responses). SRC is only read. Malformed lines are reported
-    /// with their file and line and skipped. `ctxlens SRC` detects the format, imports into
-    /// the user's cache directory and opens the inspector.
+    /// a recording of requests and responses), otel (OpenTelemetry GenAI spans as OTLP/JSON,
+    /// as the Collector's file exporter writes them). SRC is only read. Malformed lines are
+    /// reported with their file and line and skipped. `ctxlens SRC` detects the format, imports
+    /// into the user's cache directory and opens the inspector.
     Import {
         format: ctxlens::import::Format,
         src: PathBuf,

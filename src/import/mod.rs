@@ -8,6 +8,7 @@ mod claude_code;
 mod codex;
 mod llm;
 mod opencode;
+mod otel;
 
 use std::path::{Path, PathBuf};
 
@@ -32,6 +33,7 @@ pub enum Format {
     OpenaiChat,
     OpenaiResponses,
     Anthropic,
+    Otel,
 }
 
 impl Format {
@@ -44,6 +46,7 @@ impl Format {
             Format::OpenaiChat => "openai-chat",
             Format::OpenaiResponses => "openai-responses",
             Format::Anthropic => "anthropic",
+            Format::Otel => "otel",
         }
     }
 }
@@ -704,6 +707,7 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
         Format::OpenaiChat | Format::OpenaiResponses | Format::Anthropic => {
             api::read(format, src, &mut import)?
         }
+        Format::Otel => otel::read(src, &mut import)?,
     }
     if import.sessions.iter().all(|s| s.events.is_empty()) {
         bail!(
@@ -754,6 +758,9 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
     };
     if trimmed.starts_with('[') || (trimmed.starts_with('{') && whole().is_ok()) {
         let value = whole()?;
+        if is_otlp(&value) {
+            return Ok(Format::Otel);
+        }
         return api::detect(&value).with_context(|| {
             format!(
                 "{}: JSON, but not messages or a request body of a known API",
@@ -761,11 +768,22 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
             )
         });
     }
+    // OTLP lines (as the Collector writes them, their first key first) may
+    // be longer than the head.
+    if [r#"{"resourceSpans""#, r#"{"resourceLogs""#]
+        .iter()
+        .any(|start| trimmed.starts_with(start))
+    {
+        return Ok(Format::Otel);
+    }
     // JSON lines: the keys of the first parsable lines tell.
     for line in text.lines().take(50) {
         let Ok(value) = serde_json::from_str::<Value>(line) else {
             continue;
         };
+        if is_otlp(&value) {
+            return Ok(Format::Otel);
+        }
         if value.get("payload").is_some() && value.get("type").is_some() {
             return Ok(Format::Codex);
         }
@@ -785,6 +803,12 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
         "{}: cannot tell its format; name it: ctxlens import FORMAT SRC -o LOG",
         src.display()
     )
+}
+
+/// Whether a JSON document is OTLP: traces, or logs (which may carry a
+/// trace's GenAI events).
+fn is_otlp(value: &Value) -> bool {
+    value.get("resourceSpans").is_some() || value.get("resourceLogs").is_some()
 }
 
 fn read_head(src: &Path) -> anyhow::Result<Vec<u8>> {
