@@ -8,6 +8,8 @@ pub mod analysis;
 pub mod cli;
 pub mod display;
 pub mod engine;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod import;
 pub mod log;
 pub mod model;
