@@ -9,6 +9,8 @@ pub mod cli;
 pub mod display;
 pub mod engine;
 pub mod export;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod import;
 pub mod log;
 pub mod model;
