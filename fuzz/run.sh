@@ -23,7 +23,7 @@ shared=$root/../shared/data
 runs=${1:-200000}
 shift || true
 all=(log_file log_rows import_claude_code import_codex import_opencode import_llm
-    import_api policy_toml policy_set)
+    import_api import_otel policy_toml policy_set)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all[@]}"); fi
 
 export RUSTC_BOOTSTRAP=1
@@ -131,6 +131,9 @@ for f in "$root"/tests/fixtures/claude-code-*.jsonl; do
 done
 for f in "$root"/tests/fixtures/codex-*.jsonl; do
     seed import_codex "$f" "$(basename "$f")"
+done
+for f in "$root"/tests/fixtures/otel/*; do
+    seed import_otel "$f" "$(basename "$f")"
 done
 pack "$root/tests/fixtures/opencode" >"$work/opencode"
 seed import_opencode "$work/opencode" fixture

@@ -29,7 +29,7 @@ use crate::policy::{Policy, PolicyBuilder};
 pub type Harness = fn(&[u8]) -> bool;
 
 /// Every target, by name.
-pub const TARGETS: [(&str, Harness); 9] = [
+pub const TARGETS: [(&str, Harness); 10] = [
     ("log_file", log_file),
     ("log_rows", log_rows),
     ("import_claude_code", import_claude_code),
@@ -37,6 +37,7 @@ pub const TARGETS: [(&str, Harness); 9] = [
     ("import_opencode", import_opencode),
     ("import_llm", import_llm),
     ("import_api", import_api),
+    ("import_otel", import_otel),
     ("policy_toml", policy_toml),
     ("policy_set", policy_set),
 ];
@@ -445,6 +446,14 @@ pub fn import_api(data: &[u8]) -> bool {
         Format::Anthropic,
     ];
     import_all(&formats, &src, dir.path())
+}
+
+/// OpenTelemetry GenAI spans: an OTLP JSON export or JSON lines.
+pub fn import_otel(data: &[u8]) -> bool {
+    let dir = scratch();
+    let src = dir.path().join("spans.json");
+    write(&src, data);
+    import_all(&[Format::Otel], &src, dir.path())
 }
 
 /// The tables and columns of llm's logs.db (0.27's and 0.32's) that the

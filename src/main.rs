@@ -61,6 +61,10 @@ enum Command {
         /// `ctxlens import API` reads back.
         #[arg(long, value_name = "API", value_parser = api_format())]
         format: Option<ctxlens::import::Format>,
+        /// Print the call's audit record, what the host sent, instead of a projection
+        /// (the preset `recorded`; items have the status `recorded`).
+        #[arg(long)]
+        record: bool,
     },
     /// Re-project every recorded call and compare it with its audit record.
     ///
@@ -101,6 +105,10 @@ enum Command {
         session: Option<String>,
         #[arg(long)]
         json: bool,
+        /// Trace the fact through the calls' audit records, what the host sent, instead
+        /// of projections (the preset `recorded`); calls without a record are left out.
+        #[arg(long)]
+        record: bool,
     },
     /// Write the summaries the policy needs and the log lacks, made by COMMAND.
     ///
@@ -214,9 +222,11 @@ fn main() -> ExitCode {
                 session,
                 json,
                 format,
+                record,
             }),
             _,
         ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets).and_then(|choice| {
+            let choice = cli::with_record(choice, record);
             cli::project::run(&log, call, session.as_deref(), &choice, json, format)
         }),
         (
@@ -228,11 +238,14 @@ fn main() -> ExitCode {
                 policy,
                 session,
                 json,
+                record,
             }),
             _,
         ) => cli::why::fact(text, regex, seq).and_then(|fact| {
-            cli::policy_choice(policy.policy.as_deref(), &policy.sets)
-                .and_then(|choice| cli::why::run(&log, &fact, session.as_deref(), &choice, json))
+            cli::policy_choice(policy.policy.as_deref(), &policy.sets).and_then(|choice| {
+                let choice = cli::with_record(choice, record);
+                cli::why::run(&log, &fact, session.as_deref(), &choice, json)
+            })
         }),
         (
             Some(Command::Summarize {

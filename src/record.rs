@@ -1,5 +1,6 @@
 //! The audit record: what a call's `rendered` messages were, read back as
-//! events and matched against the session's history.
+//! events, matched against the session's history, and compared message by
+//! message with a projection (see the README, "The record").
 //!
 //! A tool call of a record is the history's call of the same call id; a
 //! tool result is its call id's result, stubbed (a new text) or truncated
@@ -8,10 +9,15 @@
 //! found after the one before it, so a message repeated word for word (a
 //! second "continue") is told apart by place.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::ops::Range;
+
+use serde_json::{Value, json};
 
 use crate::engine::Status;
-use crate::model::{Event, Kind};
+use crate::import::{Format, api};
+use crate::model::{Event, Kind, ModelCall, Summary};
 
 /// How one event of a record stands to the history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,4 +91,239 @@ fn changed(was: &str, now: &str) -> Status {
     } else {
         Status::Stubbed
     }
+}
+
+/// A call's record read back: its events in send order, each found in the
+/// history or not.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sent {
+    pub events: Vec<Event>,
+    pub found: Vec<Found>,
+    /// The events that are the summary in force (their texts, joined, are
+    /// its text), where the record holds it.
+    pub summary: Option<Range<usize>>,
+}
+
+impl Sent {
+    /// The record of `call` against `history` (the events the call saw),
+    /// with `summary` the summary the call names; `None` when the call has
+    /// no record.
+    pub fn of(
+        call: &ModelCall,
+        history: &[Event],
+        summary: Option<&Summary>,
+    ) -> Option<Result<Sent, String>> {
+        let events = match events_of(call)? {
+            Ok(events) => events,
+            Err(e) => return Some(Err(e)),
+        };
+        let found = find(history, &events);
+        let summary = summary.and_then(|s| summary_in(&events, &found, s.content.trim()));
+        Some(Ok(Sent {
+            events,
+            found,
+            summary,
+        }))
+    }
+
+    /// The record's text for the history event at `ix`, where it sends it.
+    pub fn text_for(&self, ix: usize) -> Option<&str> {
+        let at = self.found.iter().position(|f| f.index() == Some(ix))?;
+        Some(&self.events[at].content)
+    }
+}
+
+/// The run of events not in the history whose texts, joined, are `text`.
+fn summary_in(events: &[Event], found: &[Found], text: &str) -> Option<Range<usize>> {
+    let mut i = 0;
+    while i < found.len() {
+        if found[i] != Found::New {
+            i += 1;
+            continue;
+        }
+        let end = found[i..]
+            .iter()
+            .position(|f| *f != Found::New)
+            .map_or(found.len(), |n| i + n);
+        let joined: Vec<&str> = events[i..end].iter().map(|e| e.content.trim()).collect();
+        if joined.join("\n\n") == text {
+            return Some(i..end);
+        }
+        if let Some(one) = (i..end).find(|&j| events[j].content.trim() == text) {
+            return Some(one..one + 1);
+        }
+        i = end;
+    }
+    None
+}
+
+/// The events of `call`'s record: `rendered` read in the API its record
+/// names (or the one its messages look like), with the system prompt that
+/// API takes beside them. `None` when the call has no record.
+pub fn events_of(call: &ModelCall) -> Option<Result<Vec<Event>, String>> {
+    let rendered = call.rendered.as_deref()?;
+    let messages: Value = match serde_json::from_str(rendered) {
+        Ok(value) => value,
+        Err(e) => {
+            return Some(Err(format!(
+                "call {}: its record (rendered) is not JSON: {e}",
+                call.id
+            )));
+        }
+    };
+    let named = call.record.as_ref().map(|r| r.format.as_str());
+    let format = match named {
+        Some("openai-responses") => Format::OpenaiResponses,
+        Some("anthropic") => Format::Anthropic,
+        Some(_) => Format::OpenaiChat,
+        None => api::detect(&messages).unwrap_or(Format::OpenaiChat),
+    };
+    let system = call.record.as_ref().and_then(|r| r.system.as_deref());
+    let request = match (messages, format) {
+        (Value::Object(mut request), _) => {
+            if let Some(system) = system {
+                let key = if format == Format::OpenaiResponses {
+                    "instructions"
+                } else {
+                    "system"
+                };
+                request.entry(key).or_insert_with(|| json!(system));
+            }
+            Value::Object(request)
+        }
+        (messages, Format::OpenaiResponses) => json!({"input": messages, "instructions": system}),
+        (messages, _) => json!({"messages": messages, "system": system}),
+    };
+    Some(Ok(api::events_of(format, &request)))
+}
+
+/// One message as a comparison sees it: its role, its text normalised, and
+/// the seq of the history event it is, where it is one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub role: &'static str,
+    pub text: String,
+    pub seq: Option<i64>,
+}
+
+impl Message {
+    pub fn new(role: &'static str, text: &str, seq: Option<i64>) -> Message {
+        Message {
+            role,
+            text: normal(text).into_owned(),
+            seq,
+        }
+    }
+}
+
+/// A text as compared: whitespace at both ends trimmed, and a JSON object
+/// or array (tool arguments) written again with its keys in order.
+pub fn normal(text: &str) -> Cow<'_, str> {
+    let text = text.trim();
+    if text.starts_with(['{', '['])
+        && let Ok(value) = serde_json::from_str::<Value>(text)
+    {
+        return Cow::Owned(value.to_string());
+    }
+    Cow::Borrowed(text)
+}
+
+/// Where a projection differs from a record, one message at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The message's place in the record; for `extra`, in the projection.
+    pub index: usize,
+    /// `missing` (the record has it, the projection not), `extra` (the
+    /// projection has it, the record not), `role` or `text`.
+    pub change: &'static str,
+    pub seq: Option<i64>,
+}
+
+/// The differences between `record` and `projected`, in the record's order.
+/// Messages that are history events are paired by seq, in order; the
+/// others (summaries, injections) in order between those pairs.
+pub fn compare(record: &[Message], projected: &[Message]) -> Vec<Change> {
+    let place: HashMap<i64, usize> = projected
+        .iter()
+        .enumerate()
+        .filter_map(|(p, m)| Some((m.seq?, p)))
+        .collect();
+    let mut pairs = Vec::new();
+    let mut next = 0;
+    for (r, m) in record.iter().enumerate() {
+        if let Some(&p) = m.seq.and_then(|seq| place.get(&seq))
+            && p >= next
+        {
+            pairs.push((r, p));
+            next = p + 1;
+        }
+    }
+    pairs.push((record.len(), projected.len()));
+    let mut changes = Vec::new();
+    let same = |r: usize, p: usize, changes: &mut Vec<Change>| {
+        let (a, b) = (&record[r], &projected[p]);
+        let change = if a.role != b.role {
+            "role"
+        } else if a.text != b.text {
+            "text"
+        } else {
+            return;
+        };
+        changes.push(Change {
+            index: r,
+            change,
+            seq: a.seq.or(b.seq),
+        });
+    };
+    let (mut r0, mut p0) = (0, 0);
+    for (r1, p1) in pairs {
+        let free_r = unpaired(record, r0..r1, "missing", &mut changes);
+        let free_p = unpaired(projected, p0..p1, "extra", &mut changes);
+        for (&r, &p) in free_r.iter().zip(&free_p) {
+            same(r, p, &mut changes);
+        }
+        for &r in free_r.iter().skip(free_p.len()) {
+            changes.push(Change {
+                index: r,
+                change: "missing",
+                seq: None,
+            });
+        }
+        for &p in free_p.iter().skip(free_r.len()) {
+            changes.push(Change {
+                index: p,
+                change: "extra",
+                seq: None,
+            });
+        }
+        if r1 < record.len() {
+            same(r1, p1, &mut changes);
+        }
+        (r0, p0) = (r1 + 1, p1 + 1);
+    }
+    changes
+}
+
+/// The messages of `range` that no seq pairs: each history event among them
+/// is a `change` (the other side does not send it there); the others are
+/// returned, to be paired in order.
+fn unpaired(
+    messages: &[Message],
+    range: Range<usize>,
+    change: &'static str,
+    changes: &mut Vec<Change>,
+) -> Vec<usize> {
+    let mut free = Vec::new();
+    for (index, m) in messages[range.clone()].iter().enumerate() {
+        let index = range.start + index;
+        match m.seq {
+            Some(seq) => changes.push(Change {
+                index,
+                change,
+                seq: Some(seq),
+            }),
+            None => free.push(index),
+        }
+    }
+    free
 }

@@ -282,6 +282,20 @@ fn import_api() {
 }
 
 #[test]
+fn import_otel() {
+    let seeds = [
+        "current.json",
+        "legacy.json",
+        "lines.jsonl",
+        "anthropic-blocks.json",
+    ]
+    .iter()
+    .map(|f| read(format!("tests/fixtures/otel/{f}")))
+    .collect();
+    smoke("import_otel", seeds, 3000, 11);
+}
+
+#[test]
 fn policy_toml() {
     let mut seeds = fuzz_seeds("policy_toml");
     seeds.push(read("assets/policy.toml"));

@@ -177,6 +177,8 @@ fn category(p: &Projected, item: &ItemRef) -> u8 {
         ItemRef::Event(_, Status::Pinned) => 2,
         ItemRef::Event(..) => 3,
         ItemRef::Injection(_) => 4,
+        // A record keeps its own order: never checked against the layout.
+        ItemRef::Recorded(_) => 3,
     }
 }
 

@@ -169,7 +169,10 @@ pub fn project_call<'a>(
 ) -> anyhow::Result<(Policy, Projected<'a>)> {
     let policy = cache.policy(choice, call)?;
     let quick = policy.preset == Preset::Pipeline && policy.trigger.looks_only_at_the_call();
-    let mut state = if quick {
+    // The record needs no earlier call.
+    let mut state = if policy.preset == Preset::Recorded {
+        State::default()
+    } else if quick {
         let policy_of = |c: &ModelCall| {
             let policy = cache.shared_policy(choice, c).ok()?;
             let counts = cache.counts(session, policy.budget.encoding);

@@ -2,7 +2,9 @@
 //! its audit record, with token estimates against what the provider reported.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -10,6 +12,8 @@ use super::calibrate::{self, Source};
 use super::{PolicyChoice, ProjectionCache, each_call};
 use crate::engine::{ItemRef, Projected};
 use crate::model::{Eviction, Log, ModelCall, SessionLog};
+use crate::policy::Policy;
+use crate::record::{self, Message, Sent};
 
 /// One call's replay.
 #[derive(Clone, Debug, Serialize)]
@@ -22,6 +26,9 @@ pub struct CallReplay {
     pub differences: Vec<Difference>,
     /// How many differences there are in all.
     pub differences_total: usize,
+    /// How many messages of the record the projection sends otherwise;
+    /// `None` when the call has no record.
+    pub record_differences: Option<usize>,
     pub total_tokens: u64,
     /// The reduction target the call was projected against.
     pub target_tokens: u64,
@@ -58,6 +65,14 @@ pub enum Difference {
         seq: i64,
         recorded: Cow<'static, str>,
         projected: Cow<'static, str>,
+    },
+    /// A message of the call's record (`rendered`) and the projection's
+    /// differ: `index` is its place in the record (for `extra`, in the
+    /// projection), `change` one of missing, extra, text, role.
+    Rendered {
+        index: usize,
+        change: &'static str,
+        seq: Option<i64>,
     },
     /// The call could not be projected or its record read.
     Unreadable { message: String },
@@ -123,12 +138,20 @@ fn replay_session(
     out: &mut Vec<CallReplay>,
 ) {
     let calibration = calibrate::session(session, cache);
+    // The policy of each recorded call, to render its projection's text.
+    let policies: HashMap<i64, Arc<Policy>> = session
+        .calls
+        .iter()
+        .filter(|c| c.rendered.is_some())
+        .filter_map(|c| Some((c.id, cache.shared_policy(choice, c).ok()?)))
+        .collect();
     let mut previous: Vec<ItemRef> = Vec::new();
     each_call(session, choice, cache, |call, projected| {
         let replayed = match projected {
             Ok(projected) => {
                 let reused = projected.prefix_reused_tokens(&previous);
-                let mut replayed = compare(session, call, &projected, reused);
+                let policy = policies.get(&call.id).map(Arc::as_ref);
+                let mut replayed = compare(session, call, &projected, reused, policy);
                 replayed.no_progress = projected.made_no_progress();
                 if let Some((tokens, source)) =
                     calibration.count(call.id, projected.total_tokens, choice.is_recorded())
@@ -147,6 +170,7 @@ fn replay_session(
                 matches_record: false,
                 differences: vec![Difference::Unreadable { message }],
                 differences_total: 1,
+                record_differences: None,
                 total_tokens: 0,
                 target_tokens: 0,
                 prefix_reused_tokens: 0,
@@ -167,11 +191,15 @@ fn replay_session(
     });
 }
 
+/// How `projected` differs from `call`'s audit record: the summary version,
+/// each event's disposition, and, where the call has a record and `policy`
+/// is given, every message sent (see `record::compare`).
 pub fn compare(
     session: &SessionLog,
     call: &ModelCall,
     projected: &Projected,
     reused: u64,
+    policy: Option<&Policy>,
 ) -> CallReplay {
     let mut differences = Vec::new();
     let recorded_version = call
@@ -200,6 +228,40 @@ pub fn compare(
             total += 1;
         }
     }
+    let mut record_differences = None;
+    if let Some(policy) = policy {
+        let summary = call.summary_id.and_then(|id| session.summary(id));
+        let sent = match &projected.sent {
+            Some(sent) => Some(Ok(Arc::clone(sent))),
+            None => Sent::of(call, session.seen_by(call), summary).map(|r| r.map(Arc::new)),
+        };
+        match sent {
+            Some(Ok(sent)) => {
+                let changes = record::compare(
+                    &record_messages(session, &sent),
+                    &projected.messages(policy),
+                );
+                record_differences = Some(changes.len());
+                total += changes.len();
+                let room = MAX_DIFFERENCES.saturating_sub(differences.len());
+                differences.extend(
+                    changes
+                        .into_iter()
+                        .take(room)
+                        .map(|c| Difference::Rendered {
+                            index: c.index,
+                            change: c.change,
+                            seq: c.seq,
+                        }),
+                );
+            }
+            Some(Err(message)) => {
+                differences.push(Difference::Unreadable { message });
+                total += 1;
+            }
+            None => {}
+        }
+    }
     let reported = call.usage.input_tokens;
     CallReplay {
         call: call.id,
@@ -208,6 +270,7 @@ pub fn compare(
         matches_record: total == 0,
         differences,
         differences_total: total,
+        record_differences,
         total_tokens: projected.total_tokens,
         target_tokens: projected.budget.target,
         prefix_reused_tokens: reused,
@@ -290,4 +353,16 @@ fn action_name(action: &str) -> Cow<'static, str> {
         Some(known) => Cow::Borrowed(known),
         None => Cow::Owned(action.to_string()),
     }
+}
+
+/// The messages of a record as `record::compare` takes them.
+pub fn record_messages(session: &SessionLog, sent: &Sent) -> Vec<Message> {
+    sent.events
+        .iter()
+        .zip(&sent.found)
+        .map(|(e, found)| {
+            let seq = found.index().map(|ix| session.events[ix].seq);
+            Message::new(e.kind.role(), &e.content, seq)
+        })
+        .collect()
 }

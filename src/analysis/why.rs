@@ -220,6 +220,10 @@ pub fn trace(session: &SessionLog, fact: &Fact, choice: &PolicyChoice) -> Result
                     return ControlFlow::Break(());
                 }
             };
+            // Under preset recorded, a call without a record says nothing.
+            if p.errors.iter().any(|e| e.kind == "no_record") {
+                return ControlFlow::Continue(());
+            }
             let (state, ix) = state_at(fact, &fact_events, &p);
             timeline.push(Point {
                 call: p.call.id,

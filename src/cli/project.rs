@@ -43,6 +43,12 @@ pub fn run(
         };
         anyhow::bail!("{}: no model call {call_id}; {range}", path.display());
     };
+    if super::wants_record(choice) && call.rendered.is_none() {
+        anyhow::bail!(
+            "{}: model call {call_id} has no audit record (its rendered column is empty)",
+            path.display()
+        );
+    }
     let mut cache = ProjectionCache::default();
     let (policy, projected) = project_call(session, call, choice, &mut cache)
         .map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
@@ -67,7 +73,9 @@ pub fn run(
             calibration: calibrated.as_ref(),
         })?;
     } else {
-        let source = if choice.is_recorded() && call.policy.is_some() {
+        let source = if policy.preset == crate::policy::Preset::Recorded {
+            "what the host sent"
+        } else if choice.is_recorded() && call.policy.is_some() {
             "recorded policy"
         } else if choice.is_recorded() {
             "default policy (none recorded)"

@@ -51,7 +51,7 @@ pub fn run(
                     (false, true) => format!("{}*", c.triggers.join("+")),
                     (false, false) => c.triggers.join("+"),
                 },
-                describe(&c.differences, c.differences_total)
+                describe(&c.differences, c.differences_total, c.record_differences)
                     + if c.no_progress {
                         " · compaction made no progress"
                     } else {
@@ -85,13 +85,14 @@ pub fn run(
     })
 }
 
-fn describe(differences: &[Difference], total: usize) -> String {
+fn describe(differences: &[Difference], total: usize, rendered: Option<usize>) -> String {
     let mut words = Vec::new();
     let others = differences
         .iter()
-        .filter(|d| !matches!(d, Difference::Eviction { .. }))
+        .filter(|d| !matches!(d, Difference::Eviction { .. } | Difference::Rendered { .. }))
         .count();
-    let evictions = total - others;
+    let rendered = rendered.unwrap_or(0);
+    let evictions = total.saturating_sub(others + rendered);
     for d in differences {
         match d {
             Difference::SummaryVersion {
@@ -103,8 +104,23 @@ fn describe(differences: &[Difference], total: usize) -> String {
                 projected.map_or("none".into(), |v| format!("v{v}"))
             )),
             Difference::Unreadable { message } => words.push(escape_line(message).into_owned()),
-            Difference::Eviction { .. } => {}
+            Difference::Eviction { .. } | Difference::Rendered { .. } => {}
         }
+    }
+    if rendered > 0 {
+        let first = differences.iter().find_map(|d| match d {
+            Difference::Rendered { index, change, seq } => Some(format!(
+                "#{} {change}{}",
+                index + 1,
+                seq.map_or(String::new(), |s| format!(", seq {s}"))
+            )),
+            _ => None,
+        });
+        words.push(format!(
+            "{rendered} message{} of the record sent otherwise (first: {})",
+            if rendered == 1 { "" } else { "s" },
+            first.unwrap_or_default()
+        ));
     }
     if evictions > 0 {
         let first = differences.iter().find_map(|d| match d {

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use super::{CallError, ReducerName, Span, Stand, Status};
 use crate::model::{Event, Injection, Kind, ModelCall, SessionLog};
+use crate::record::Sent;
 use crate::tokens::{Encoding, TokenCache};
 
 /// Token counts of a session's events and summaries in one encoding, by index.
@@ -214,6 +215,12 @@ pub enum Why {
         call: i64,
         protect: u64,
     },
+    /// The call's record sends it changed (preset recorded).
+    Recorded,
+    /// The call's record does not send it.
+    NotRecorded,
+    /// The call has no record to read (or one that does not read).
+    NoRecord,
 }
 
 impl Why {
@@ -292,6 +299,9 @@ impl Why {
             Why::Pruned { call, protect } => format!(
                 "pruned at call {call}: older than the newest {protect} tokens of tool output"
             ),
+            Why::Recorded => "the record sends it changed".into(),
+            Why::NotRecorded => "the record does not send it".into(),
+            Why::NoRecord => "the call has no record".into(),
         }
     }
 }
@@ -338,6 +348,8 @@ pub struct Context<'a> {
     pub made_text: Option<String>,
     /// Messages the engine adds after the tail (opencode's continue message).
     pub synthetic: Vec<Injection>,
+    /// The call's record, where the context is the record (preset recorded).
+    pub sent: Option<Arc<Sent>>,
 }
 
 impl<'a> Context<'a> {
@@ -368,6 +380,7 @@ impl<'a> Context<'a> {
             never_evict: false,
             made_text: None,
             synthetic: Vec::new(),
+            sent: None,
         }
     }
 

@@ -8,6 +8,7 @@ mod block;
 mod context;
 mod opencode;
 pub mod pretrim;
+mod recorded;
 mod reducers;
 mod render;
 mod split;
@@ -28,6 +29,7 @@ pub use trigger::seconds;
 
 use crate::model::{Injection, ModelCall, SessionLog, Summary};
 use crate::policy::{Budget, Policy, Preset};
+use crate::record::Sent;
 
 /// What a projection did with one event at a call (CONTRACT.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -75,6 +77,8 @@ pub enum ReducerName {
     Block,
     /// Opencode's tool-output prune.
     Prune,
+    /// The call's audit record (preset recorded).
+    Recorded,
 }
 
 impl ReducerName {
@@ -89,6 +93,7 @@ impl ReducerName {
             ReducerName::Structural => "structural",
             ReducerName::Block => "block",
             ReducerName::Prune => "prune",
+            ReducerName::Recorded => "recorded",
         }
     }
 }
@@ -127,6 +132,9 @@ pub enum ItemRef {
     Placeholder(Span),
     Generated(Span),
     Injection(usize),
+    /// A message of the call's record that is not a history event (its
+    /// summary, or text the host added), by index into the record.
+    Recorded(usize),
 }
 
 impl ItemRef {
@@ -139,6 +147,8 @@ impl ItemRef {
             (ItemRef::Placeholder(a), ItemRef::Placeholder(b))
             | (ItemRef::Generated(a), ItemRef::Generated(b)) => a == b,
             (ItemRef::Injection(a), ItemRef::Injection(b)) => a == b,
+            // Records differ from call to call: an index says nothing.
+            (ItemRef::Recorded(_), _) => false,
             _ => false,
         }
     }
@@ -172,9 +182,11 @@ pub struct Projected<'a> {
     pub compacted: bool,
     /// The token counts the projection was made with.
     pub counts: Arc<Counts>,
+    /// The call's record, where the projection is the record (preset recorded).
+    pub sent: Option<Arc<Sent>>,
 }
 
-impl Projected<'_> {
+impl<'a> Projected<'a> {
     /// The text of the item standing in for the oldest span, as sent.
     pub fn stand_text(&self) -> Option<String> {
         let own = match self.stand? {
@@ -186,6 +198,16 @@ impl Projected<'_> {
             Some(made) => format!("{made}\n\n{own}"),
             None => own,
         })
+    }
+
+    /// The text the event at `ix` is sent as: the record's, where the
+    /// projection is the record.
+    pub fn text_of(&self, ix: usize, policy: &Policy) -> std::borrow::Cow<'a, str> {
+        let event = &self.session.events[ix];
+        match self.sent.as_deref().and_then(|sent| sent.text_for(ix)) {
+            Some(text) => std::borrow::Cow::Owned(text.to_string()),
+            None => sent_text(event, &self.slots[ix], policy),
+        }
     }
 
     /// The recorded summary in use, if one is.
@@ -300,6 +322,7 @@ pub fn project<'a>(
         Preset::Structural => trim::structural(context, &policy.structural, &mut fired),
         Preset::Block => block::project(context, &budget, policy, state, &mut fired),
         Preset::Opencode => opencode::project(context, &budget, policy, state, &mut fired),
+        Preset::Recorded => recorded::project(context),
     };
     // A compaction: what stands in for the oldest span changed, the block
     // moved, or a byte-rule preset or opencode's prune cut something.

@@ -5,7 +5,7 @@
 
 use super::context::{Context, Why};
 use super::{CallError, ItemRef, Projected, ReducerName, Span, Stand, State, Status};
-use crate::model::{Kind, ModelCall, SessionLog, Summary};
+use crate::model::{Injection, Kind, ModelCall, SessionLog, Summary};
 use crate::policy::{self, Budget, Mode, Retention};
 
 /// One stage of the pipeline. `State` carries from one model call to the next.
@@ -369,87 +369,34 @@ pub fn placeholder_text(session: &SessionLog, span: Span) -> String {
 /// Lays the context out for sending: system prompt, summary, pinned pairs,
 /// the tail in log order, injections last (CONTRACT.md §6.3).
 pub fn layout(ctx: Context, budget: Budget) -> Projected {
-    let first = ctx.first_dialogue();
     let mut order = Vec::with_capacity(ctx.events.len() + 2);
     let mut order_tokens = Vec::with_capacity(ctx.events.len() + 2);
     let mut push = |item: ItemRef, tokens: u64| {
         order.push(item);
         order_tokens.push(tokens);
     };
-    for ix in 0..first {
-        push(
-            ItemRef::Event(ix, ctx.slots[ix].status),
-            ctx.slots[ix].tokens,
-        );
-    }
-    let made = ctx.made_text.as_deref().map_or(0, |t| ctx.counts.text(t));
-    match ctx.stand {
-        Some(Stand::Summary(ix)) => push(ItemRef::Summary(ix), summary_tokens(&ctx, ix) + made),
-        Some(Stand::Placeholder(span)) => push(
-            ItemRef::Placeholder(span),
-            ctx.counts.text(&placeholder_text(ctx.session, span)) + made,
-        ),
-        Some(Stand::Generated(span)) => push(ItemRef::Generated(span), made),
-        None => {}
-    }
-    let sent = |ix: &usize| ctx.slots[*ix].status.is_sent();
-    let pinned = (first..ctx.events.len()).filter(|ix| ctx.slots[*ix].status == Status::Pinned);
-    for ix in pinned {
-        push(ItemRef::Event(ix, Status::Pinned), ctx.slots[ix].tokens);
-    }
-    for ix in (first..ctx.events.len()).filter(sent) {
-        if ctx.slots[ix].status != Status::Pinned {
-            push(
-                ItemRef::Event(ix, ctx.slots[ix].status),
-                ctx.slots[ix].tokens,
-            );
-        }
-    }
-
     let mut errors = ctx.errors.clone();
-    // The engine's own messages come first, then the host's injections.
     let mut injections = ctx.synthetic.clone();
-    let own = injections.len();
-    match ctx.call.parsed_injections() {
-        Ok(recorded) => injections.extend(recorded),
-        Err(e) => {
-            errors.push(CallError {
-                kind: "bad_injections",
-                message: format!("the call's injections are not readable: {e}"),
-            });
-        }
-    };
     let mut injected = 0;
-    for (i, injection) in injections.iter().enumerate() {
-        let tokens = match injection.tokens {
-            Some(t) => t.max(0) as u64,
-            // The engine's own messages are the policy's words, the same every call.
-            None if i < own => ctx.counts.fixed_text(&injection.content),
-            None => ctx.counts.text(&injection.content),
-        };
-        push(ItemRef::Injection(i), tokens);
-        if i < own {
-            continue;
+    match ctx.sent.as_deref() {
+        // The record, as it was sent.
+        Some(sent) => {
+            for (at, found) in sent.found.iter().enumerate() {
+                match found.index() {
+                    Some(ix) => push(
+                        ItemRef::Event(ix, ctx.slots[ix].status),
+                        ctx.slots[ix].tokens,
+                    ),
+                    None => push(
+                        ItemRef::Recorded(at),
+                        ctx.counts.text(&sent.events[at].content),
+                    ),
+                }
+            }
         }
-        injected += tokens;
-        if tokens > budget.injection_reserve {
-            errors.push(CallError {
-                kind: "injection_over_reserve",
-                message: format!(
-                    "injection '{}' takes {tokens} tokens, more than injection_reserve {}",
-                    injection.hook, budget.injection_reserve
-                ),
-            });
+        None => {
+            injected = lay_out(&ctx, &budget, &mut push, &mut injections, &mut errors);
         }
-    }
-    if injected > budget.injection_reserve && injections.len() - own > 1 {
-        errors.push(CallError {
-            kind: "injection_over_reserve",
-            message: format!(
-                "injections take {injected} tokens together, more than injection_reserve {}",
-                budget.injection_reserve
-            ),
-        });
     }
     let total_tokens: u64 = order_tokens.iter().sum();
     let reduced = total_tokens - injected;
@@ -497,5 +444,93 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
         counts: ctx.counts,
         fired: Vec::new(),
         compacted: false,
+        sent: ctx.sent,
     }
+}
+
+/// The context in send order (CONTRACT.md §6, order): the system prompt,
+/// what stands in for the oldest span, pinned events, the tail, then the
+/// engine's messages and the host's injections; the tokens injected.
+fn lay_out(
+    ctx: &Context,
+    budget: &Budget,
+    push: &mut impl FnMut(ItemRef, u64),
+    injections: &mut Vec<Injection>,
+    errors: &mut Vec<CallError>,
+) -> u64 {
+    let first = ctx.first_dialogue();
+    for ix in 0..first {
+        push(
+            ItemRef::Event(ix, ctx.slots[ix].status),
+            ctx.slots[ix].tokens,
+        );
+    }
+    let made = ctx.made_text.as_deref().map_or(0, |t| ctx.counts.text(t));
+    match ctx.stand {
+        Some(Stand::Summary(ix)) => push(ItemRef::Summary(ix), summary_tokens(ctx, ix) + made),
+        Some(Stand::Placeholder(span)) => push(
+            ItemRef::Placeholder(span),
+            ctx.counts.text(&placeholder_text(ctx.session, span)) + made,
+        ),
+        Some(Stand::Generated(span)) => push(ItemRef::Generated(span), made),
+        None => {}
+    }
+    let sent = |ix: &usize| ctx.slots[*ix].status.is_sent();
+    let pinned = (first..ctx.events.len()).filter(|ix| ctx.slots[*ix].status == Status::Pinned);
+    for ix in pinned {
+        push(ItemRef::Event(ix, Status::Pinned), ctx.slots[ix].tokens);
+    }
+    for ix in (first..ctx.events.len()).filter(sent) {
+        if ctx.slots[ix].status != Status::Pinned {
+            push(
+                ItemRef::Event(ix, ctx.slots[ix].status),
+                ctx.slots[ix].tokens,
+            );
+        }
+    }
+
+    // The engine's own messages come first, then the host's injections.
+    let own = injections.len();
+    match ctx.call.parsed_injections() {
+        Ok(recorded) => injections.extend(recorded),
+        Err(e) => {
+            errors.push(CallError {
+                kind: "bad_injections",
+                message: format!("the call's injections are not readable: {e}"),
+            });
+        }
+    };
+    let mut injected = 0;
+    for (i, injection) in injections.iter().enumerate() {
+        let tokens = match injection.tokens {
+            Some(t) => t.max(0) as u64,
+            // The engine's own messages are the policy's words, the same every call.
+            None if i < own => ctx.counts.fixed_text(&injection.content),
+            None => ctx.counts.text(&injection.content),
+        };
+        push(ItemRef::Injection(i), tokens);
+        if i < own {
+            continue;
+        }
+        injected += tokens;
+        if tokens > budget.injection_reserve {
+            errors.push(CallError {
+                kind: "injection_over_reserve",
+                message: format!(
+                    "injection '{}' takes {tokens} tokens, more than injection_reserve {}",
+                    injection.hook, budget.injection_reserve
+                ),
+            });
+        }
+    }
+    if injected > budget.injection_reserve && injections.len() - own > 1 {
+        errors.push(CallError {
+            kind: "injection_over_reserve",
+            message: format!(
+                "injections take {injected} tokens together, more than injection_reserve {}",
+                budget.injection_reserve
+            ),
+        });
+    }
+    injected
 }

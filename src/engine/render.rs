@@ -3,9 +3,9 @@
 
 use serde::Serialize;
 
-use super::{CallError, ItemRef, PreTrim, Projected, Span, Status, sent_text};
-use crate::model::Kind;
+use super::{CallError, ItemRef, PreTrim, Projected, Span, Status};
 use crate::policy::{Budget, Policy};
+use crate::record::Message;
 
 /// The projection of one call, as CONTRACT.md §5 gives it.
 #[derive(Clone, Debug, Serialize)]
@@ -61,24 +61,83 @@ impl Projected<'_> {
     /// The projection with every item's text, for printing.
     pub fn render(&self, policy: &Policy) -> Projection {
         let events = &self.session.events;
-        let context = self
-            .order
+        let rows = self
+            .slots
+            .iter()
+            .zip(events)
+            .map(|(slot, e)| Row {
+                seq: e.seq,
+                status: slot.status.as_str(),
+                reducer: slot.reducer.map(|r| r.as_str()),
+                reason: slot.reducer.map(|_| slot.why.words(e)),
+            })
+            .collect();
+        Projection {
+            session: self.session.id().to_string(),
+            call: self.call.id,
+            turn: self.call.turn,
+            last_seq: self.call.last_seq,
+            budget: self.budget,
+            total_tokens: self.total_tokens,
+            over_budget: self.over_budget,
+            summary_version: self.summary().map(|s| s.version),
+            tail_start_seq: self.tail_start_seq(),
+            needs_summary: self.needs_summary,
+            pretrim: self.needs_summary.map(|span| self.pretrim(span, policy)),
+            triggers: self.fired.clone(),
+            compacted: self.compacted,
+            errors: self.errors.clone(),
+            context: self.items(policy),
+            events: rows,
+        }
+    }
+
+    /// The context in send order, each item with its text. Where the
+    /// projection is the record, every item's status is `recorded`.
+    pub fn items(&self, policy: &Policy) -> Vec<Item> {
+        let events = &self.session.events;
+        let recorded = self.sent.is_some();
+        self.order
             .iter()
             .zip(&self.order_tokens)
             .map(|(item, &tokens)| match *item {
                 ItemRef::Event(ix, status) => {
                     let e = &events[ix];
-                    let text = sent_text(e, &self.slots[ix], policy).into_owned();
+                    let text = self.text_of(ix, policy).into_owned();
                     Item {
-                        role: role(e.kind),
+                        role: e.kind.role(),
                         kind: e.kind.as_str(),
                         seqs: vec![e.seq],
                         call_id: e.call_id.clone(),
                         tool: e.tool_name.clone(),
-                        status: status.as_str(),
+                        status: if recorded {
+                            "recorded"
+                        } else {
+                            status.as_str()
+                        },
                         summary_version: None,
                         tokens,
                         text,
+                    }
+                }
+                ItemRef::Recorded(at) => {
+                    let sent = self.sent.as_deref().expect("a record's items");
+                    let e = &sent.events[at];
+                    let summary = sent.summary.as_ref().is_some_and(|s| s.contains(&at));
+                    Item {
+                        role: e.kind.role(),
+                        kind: if summary { "summary" } else { e.kind.as_str() },
+                        seqs: if summary {
+                            self.covered_seqs()
+                        } else {
+                            Vec::new()
+                        },
+                        call_id: e.call_id.clone(),
+                        tool: e.tool_name.clone(),
+                        status: "recorded",
+                        summary_version: self.summary().filter(|_| summary).map(|s| s.version),
+                        tokens,
+                        text: e.content.clone(),
                     }
                 }
                 ItemRef::Summary(_) | ItemRef::Generated(_) => Item {
@@ -115,36 +174,23 @@ impl Projected<'_> {
                     text: self.injections[i].content.clone(),
                 },
             })
-            .collect();
-        let rows = self
-            .slots
+            .collect()
+    }
+
+    /// The context's messages as `replay` compares them with a record
+    /// (`crate::record::compare`): history events carry their seq.
+    pub fn messages(&self, policy: &Policy) -> Vec<Message> {
+        self.order
             .iter()
-            .zip(events)
-            .map(|(slot, e)| Row {
-                seq: e.seq,
-                status: slot.status.as_str(),
-                reducer: slot.reducer.map(|r| r.as_str()),
-                reason: slot.reducer.map(|_| slot.why.words(e)),
+            .zip(self.items(policy))
+            .map(|(item, it)| {
+                let seq = match *item {
+                    ItemRef::Event(ix, _) => Some(self.session.events[ix].seq),
+                    _ => None,
+                };
+                Message::new(it.role, &it.text, seq)
             })
-            .collect();
-        Projection {
-            session: self.session.id().to_string(),
-            call: self.call.id,
-            turn: self.call.turn,
-            last_seq: self.call.last_seq,
-            budget: self.budget,
-            total_tokens: self.total_tokens,
-            over_budget: self.over_budget,
-            summary_version: self.summary().map(|s| s.version),
-            tail_start_seq: self.tail_start_seq(),
-            needs_summary: self.needs_summary,
-            pretrim: self.needs_summary.map(|span| self.pretrim(span, policy)),
-            triggers: self.fired.clone(),
-            compacted: self.compacted,
-            errors: self.errors.clone(),
-            context,
-            events: rows,
-        }
+            .collect()
     }
 
     /// What a summarizer would be given for `span` under `policy`.
@@ -181,14 +227,5 @@ impl Projected<'_> {
             .iter()
             .zip(&self.session.events)
             .filter(|(slot, _)| !matches!(slot.status, Status::Verbatim | Status::Pinned))
-    }
-}
-
-fn role(kind: Kind) -> &'static str {
-    match kind {
-        Kind::System => "system",
-        Kind::User | Kind::Compaction => "user",
-        Kind::ToolResult => "tool",
-        _ => "assistant",
     }
 }

@@ -210,6 +210,8 @@ pub fn rebuild(
         sessions, warnings, ..
     } = import;
     let draft = sessions.last_mut().expect("just added");
+    // What the host did is what it sent: each call is its record.
+    draft.policy = Some(r#"{"preset":"recorded"}"#);
     let mut ts = created;
     for e in &exchanges {
         ts = time(e).unwrap_or(ts);

@@ -3,7 +3,7 @@
 //! a malformed line is reported with its file and line number and skipped,
 //! and a last line still being written is left for the next read.
 
-mod api;
+pub(crate) mod api;
 mod claude_code;
 mod codex;
 mod llm;

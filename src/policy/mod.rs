@@ -50,10 +50,12 @@ pub enum Preset {
     TokenFraction,
     RecentTurns,
     Executive,
+    /// Each call as exactly its audit record.
+    Recorded,
 }
 
 impl Preset {
-    pub const NAMES: [&str; 10] = [
+    pub const NAMES: [&str; 11] = [
         "pipeline",
         "opencode",
         "tiered",
@@ -64,6 +66,7 @@ impl Preset {
         "token-fraction",
         "recent-turns",
         "executive",
+        "recorded",
     ];
 
     /// Whether this preset reads `key` (a dotted policy key): the editor
@@ -72,7 +75,7 @@ impl Preset {
         let table = key.split_once('.').map_or("", |(table, _)| table);
         let own = match self {
             Preset::Pipeline => &["tool_results", "window", "summary", "trigger"][..],
-            Preset::Tiered | Preset::Structural | Preset::Block => &[][..],
+            Preset::Tiered | Preset::Structural | Preset::Block | Preset::Recorded => &[][..],
             Preset::Opencode => &["summary"][..],
             _ => &["summary", "trigger"][..],
         };
@@ -91,6 +94,7 @@ impl Preset {
             Preset::TokenFraction => "token-fraction",
             Preset::RecentTurns => "recent-turns",
             Preset::Executive => "executive",
+            Preset::Recorded => "recorded",
         }
     }
 }

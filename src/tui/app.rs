@@ -1,13 +1,15 @@
 //! The inspector's state and how a control changes it: no terminal in here.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::analysis::replay::{CallReplay, compare, replay};
+use crate::analysis::replay::{CallReplay, compare, record_messages, replay};
 use crate::analysis::why::{Fact, Trace, trace};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
-use crate::engine::{CallError, ItemRef, PreTrim, Slot, Span, Stand};
+use crate::engine::{CallError, ItemRef, PreTrim, Slot, Span, Stand, sent_text};
 use crate::model::{Injection, Log, ModelCall, SessionLog};
 use crate::policy::{Budget, Policy};
+use crate::record::{Change, Message, Sent};
 
 /// What a key or mouse action asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +35,7 @@ pub enum Control {
     Edit,
     Diff,
     Compare,
+    Record,
     Why,
     Help,
     Back,
@@ -70,6 +73,8 @@ pub enum Mode {
     PolicyInput(String, String),
     /// The recorded policy against the edited one, call by call, from this row.
     Compare(usize),
+    /// Where the call's record and its projection differ, from this row.
+    Differences(usize),
 }
 
 /// One row of the history pane: an event, or the rule at a split point.
@@ -108,6 +113,33 @@ pub struct CallView {
     pub position: Vec<Option<usize>>,
     /// Per event the call saw: whether the audit record disposed of it otherwise.
     pub differs: Vec<bool>,
+    /// The call's record, where the pane shows it rather than the projection.
+    pub sent: Option<Arc<Sent>>,
+    /// The record against the projection, message by message (the record's
+    /// and the projection's messages, and where they differ); `None` when
+    /// the call has no record.
+    pub record: Option<RecordDiff>,
+}
+
+/// A call's record against its projection under the chosen policy.
+#[derive(Clone, Debug)]
+pub struct RecordDiff {
+    pub recorded: Vec<Message>,
+    pub projected: Vec<Message>,
+    pub changes: Vec<Change>,
+}
+
+impl CallView {
+    /// The text the event at `ix` is sent as in this view.
+    pub fn text_of<'e>(&self, e: &'e crate::model::Event, ix: usize) -> Cow<'e, str> {
+        match self.sent.as_deref().and_then(|sent| sent.text_for(ix)) {
+            Some(text) => Cow::Owned(text.to_string()),
+            None => match self.slots.get(ix) {
+                Some(slot) => sent_text(e, slot, &self.policy),
+                None => Cow::Borrowed(&e.content),
+            },
+        }
+    }
 }
 
 /// A request to replay a session's calls for the metrics strip.
@@ -163,6 +195,8 @@ pub struct App {
     pub page: usize,
     /// Show, beside each event, whether the audit record disposed of it differently.
     pub diff: bool,
+    /// Show each call's record in the context pane instead of its projection.
+    pub show_record: bool,
     /// The fact traced with `w`, and its trace.
     pub why: Option<(Fact, Trace)>,
     /// Every call of the session replayed: tokens, cache reuse, summary versions.
@@ -212,6 +246,7 @@ impl App {
             areas: Areas::default(),
             page: 10,
             diff: false,
+            show_record: false,
             why: None,
             metrics: Vec::new(),
             recorded_metrics: Vec::new(),
@@ -395,7 +430,30 @@ impl App {
             let call = &session.calls[ix];
             match project_call(session, call, &self.choice, &mut self.cache) {
                 Ok((policy, p)) => {
-                    let replay = compare(session, call, &p, 0);
+                    let replay = compare(session, call, &p, 0, Some(&policy));
+                    let record = call.rendered.is_some().then(|| {
+                        let summary = call.summary_id.and_then(|id| session.summary(id));
+                        let recorded = match Sent::of(call, session.seen_by(call), summary) {
+                            Some(Ok(sent)) => record_messages(session, &sent),
+                            _ => Vec::new(),
+                        };
+                        let projected = p.messages(&policy);
+                        let changes = crate::record::compare(&recorded, &projected);
+                        RecordDiff {
+                            recorded,
+                            projected,
+                            changes,
+                        }
+                    });
+                    // The record in the pane: the same call under preset recorded.
+                    let shown = if self.show_record {
+                        let mut choice = self.choice.clone();
+                        choice.sets.push("preset=recorded".into());
+                        project_call(session, call, &choice, &mut self.cache).ok()
+                    } else {
+                        None
+                    };
+                    let (policy, p) = shown.unwrap_or((policy, p));
                     let recorded: std::collections::HashMap<i64, String> = call
                         .parsed_evictions()
                         .unwrap_or_default()
@@ -444,6 +502,8 @@ impl App {
                         differences: replay.differences_total,
                         position,
                         differs,
+                        sent: p.sent,
+                        record,
                         policy,
                     });
                 }
@@ -547,6 +607,22 @@ impl App {
                 };
                 return;
             }
+            Mode::Differences(top) => {
+                let last = self
+                    .view
+                    .as_ref()
+                    .and_then(|v| v.record.as_ref())
+                    .map_or(0, |r| r.changes.len().saturating_sub(1));
+                self.mode = match control {
+                    Control::Down => Mode::Differences((top + 1).min(last)),
+                    Control::Up => Mode::Differences(top.saturating_sub(1)),
+                    Control::PageDown => Mode::Differences((top + self.page).min(last)),
+                    Control::PageUp => Mode::Differences(top.saturating_sub(self.page)),
+                    Control::Back | Control::Diff | Control::Quit => Mode::Normal,
+                    _ => Mode::Differences(top),
+                };
+                return;
+            }
             Mode::PolicyInput(key, text) => return super::editor::input(self, control, key, text),
             Mode::Help => {
                 match control {
@@ -608,6 +684,19 @@ impl App {
             Control::Compare => {
                 self.measure_recorded();
                 self.mode = Mode::Compare(self.call);
+            }
+            Control::Record => {
+                self.show_record = !self.show_record;
+                self.select_call(self.call);
+                self.status = match self.view.as_ref().map(|v| &v.record) {
+                    _ if !self.show_record => "showing the projection".to_string(),
+                    Some(Some(_)) => "showing the record: what the host sent".to_string(),
+                    _ => "this call has no record (rendered): nothing to show".to_string(),
+                };
+            }
+            // A call with a record: where it and the projection differ.
+            Control::Diff if self.view.as_ref().is_some_and(|v| v.record.is_some()) => {
+                self.mode = Mode::Differences(0);
             }
             Control::Diff => {
                 self.diff = !self.diff;

@@ -132,16 +132,22 @@ pub const KEYMAP: &[Binding] = &[
         "edit the policy: j/k a key, +/- or Enter to change it, u undo, r reset, w save",
     ),
     bind(
+        &[KeyCode::Char('r')],
+        "r",
+        Control::Record,
+        "record: show what the host sent at this call (its audit record) instead of the projection, or back",
+    ),
+    bind(
         &[KeyCode::Char('d')],
         "d",
         Control::Diff,
-        "diff: mark (≠) events the edited policy disposes of differently than the record",
+        "diff: where the call's record and the projection differ, message by message; without a record, mark (≠) events disposed of differently than the log says",
     ),
     bind(
         &[KeyCode::Char('D')],
         "D",
         Control::Compare,
-        "compare: the recorded policy against the edited one, call by call",
+        "compare: the recorded policy (for a recording: the record) against the edited one, call by call",
     ),
     bind(
         &[KeyCode::Char('w')],

@@ -33,7 +33,7 @@ use super::keymap::KEYMAP;
 use super::search::Matcher;
 use crate::analysis::activity::State;
 use crate::display;
-use crate::engine::{ItemRef, PreTrim, Stand, Status, sent_text};
+use crate::engine::{ItemRef, PreTrim, Stand, Status};
 use crate::model::{Event, Kind};
 
 /// Colours, or none (NO_COLOR): meaning is always carried by glyphs too.
@@ -168,6 +168,7 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
         Mode::Sessions(sel) => draw_sessions(frame, app, *sel, theme),
         Mode::Policy(sel) => draw_editor(frame, app, *sel, None, theme),
         Mode::Compare(top) => draw_compare(frame, app, *top, theme),
+        Mode::Differences(top) => draw_differences(frame, app, *top, theme),
         Mode::PolicyInput(key, text) => {
             let sel = super::editor::rows(app)
                 .iter()
@@ -691,8 +692,7 @@ fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                         let d = Disposition::Status(status);
                         let body = match status {
                             Status::Stubbed | Status::Truncated => {
-                                let sent = sent_text(e, &view.slots[ix], &view.policy);
-                                first_line(&sent).to_string()
+                                first_line(&view.text_of(e, ix)).to_string()
                             }
                             _ => event_line(e),
                         };
@@ -741,6 +741,20 @@ fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                             format!("+ injection {}: {}", inj.hook, first_line(&inj.content));
                         (fit(&left, &tokens, width), theme.fg(Color::Cyan))
                     }
+                    ItemRef::Recorded(at) => {
+                        let (e, summary) = recorded_item(view, at);
+                        let left = if summary {
+                            format!("Σ summary (recorded) · {}", first_line(&e.content))
+                        } else {
+                            format!("◆ {} {}", kind_glyph(e.kind), first_line(&e.content))
+                        };
+                        let style = if summary {
+                            theme.fg(Color::Blue).add_modifier(Modifier::BOLD)
+                        } else {
+                            theme.fg(Color::Cyan)
+                        };
+                        (fit(&left, &tokens, width), style)
+                    }
                 };
                 let line = Line::styled(text, style);
                 lines.push(if at == app.context_sel {
@@ -749,7 +763,30 @@ fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                     line
                 });
             }
-            format!(" context sent · {} items ", view.order.len())
+            let n = view.record.as_ref().map(|r| r.changes.len());
+            let plural = if n == Some(1) { "" } else { "s" };
+            match (view.sent.is_some(), app.show_record, n) {
+                (true, _, Some(0)) => format!(
+                    " record (what the host sent) · {} items · the projection matches it ",
+                    view.order.len()
+                ),
+                (true, _, n) => format!(
+                    " record (what the host sent) · {} items · {} differ{} from the projection (d) ",
+                    view.order.len(),
+                    n.unwrap_or(0),
+                    if n == Some(1) { "s" } else { "" }
+                ),
+                (false, true, _) => " record: this call has none (r: the projection) ".to_string(),
+                (false, false, Some(0)) => format!(
+                    " context sent · {} items · matches its record (r) ",
+                    view.order.len()
+                ),
+                (false, false, Some(n)) => format!(
+                    " context sent · {} items · {n} message{plural} differ from its record (d, r) ",
+                    view.order.len()
+                ),
+                (false, false, None) => format!(" context sent · {} items ", view.order.len()),
+            }
         }
         None => " context sent ".to_string(),
     };
@@ -809,7 +846,7 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
                 && matches!(slot.status, Status::Stubbed | Status::Truncated)
             {
                 lines.push(Line::from("sent as:"));
-                let sent = sent_text(e, slot, &view.policy);
+                let sent = view.text_of(e, ix);
                 lines.extend(sent.lines().map(|l| Line::from(format!("  {l}"))));
                 lines.push(Line::from("original:"));
             }
@@ -873,6 +910,27 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
                 lines.push(Line::from(format!("injection from hook '{}'", inj.hook)));
                 lines.push(Line::from(""));
                 lines.extend(inj.content.lines().map(|l| Line::from(l.to_string())));
+            }
+        }
+        Some(ItemRef::Recorded(at)) => {
+            if let Some(view) = &app.view {
+                let (e, summary) = recorded_item(view, at);
+                lines.push(Line::from(format!(
+                    "{} of the record, message #{}: {}",
+                    if summary {
+                        "the summary"
+                    } else {
+                        e.kind.as_str()
+                    },
+                    at + 1,
+                    if summary {
+                        "the host sent it in place of the span it covers"
+                    } else {
+                        "not an event of the history (text the host added)"
+                    }
+                )));
+                lines.push(Line::from(""));
+                lines.extend(e.content.lines().map(|l| Line::from(l.to_string())));
             }
         }
         None => lines.push(Line::from("nothing selected")),
@@ -1078,6 +1136,96 @@ fn draw_editor(frame: &mut Frame, app: &App, sel: usize, typing: Option<&String>
 }
 
 /// Policy A (each call's recorded one) against policy B (as edited), per call.
+/// The record's message at `at`, and whether it is the summary in force.
+fn recorded_item(view: &super::app::CallView, at: usize) -> (&Event, bool) {
+    let sent = view.sent.as_deref().expect("a record's items");
+    let summary = sent.summary.as_ref().is_some_and(|s| s.contains(&at));
+    (&sent.events[at], summary)
+}
+
+/// Where the call's record and its projection differ, message by message.
+fn draw_differences(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
+    let area = centered(frame, 110, frame.area().height.saturating_sub(4));
+    frame.render_widget(Clear, area);
+    let width = area.width.saturating_sub(2) as usize;
+    let Some((view, diff)) = app
+        .view
+        .as_ref()
+        .and_then(|v| Some((v, v.record.as_ref()?)))
+    else {
+        return;
+    };
+    let mut lines = vec![
+        Line::from(format!(
+            " call {} · the record has {} messages, the projection (preset {}) {} · j/k scroll · Esc close",
+            app.session().calls[app.calls[view.call]].id,
+            diff.recorded.len(),
+            view.policy.preset.name(),
+            diff.projected.len()
+        ))
+        .add_modifier(Modifier::DIM),
+    ];
+    if diff.changes.is_empty() {
+        lines.push(Line::from(
+            " they match: every message, role and text (ends trimmed, JSON keys in order)",
+        ));
+    }
+    let excerpt = |m: Option<&crate::record::Message>| {
+        m.map_or("-".to_string(), |m| {
+            format!("{}: {}", m.role, first_line(&m.text))
+        })
+    };
+    for c in diff.changes.iter().skip(top) {
+        let (was, now) = match c.change {
+            "extra" => (None, diff.projected.get(c.index)),
+            _ => {
+                let now = diff
+                    .projected
+                    .iter()
+                    .find(|m| m.seq.is_some() && m.seq == c.seq);
+                (diff.recorded.get(c.index), now)
+            }
+        };
+        let what = match c.change {
+            "extra" => "the record does not send it",
+            "missing" => "the projection does not send it",
+            "role" => "sent with another role",
+            _ => "sent with another text",
+        };
+        let head = format!(
+            " {} #{}: {} ({what}){}",
+            if c.change == "extra" {
+                "projection"
+            } else {
+                "record"
+            },
+            c.index + 1,
+            c.change,
+            c.seq.map_or(String::new(), |s| format!(" · seq {s}"))
+        );
+        lines.push(Line::from(head).add_modifier(Modifier::BOLD));
+        lines.push(Line::from(fit(
+            &format!("   record:     {}", excerpt(was)),
+            "",
+            width,
+        )));
+        lines.push(Line::from(fit(
+            &format!("   projection: {}", excerpt(now)),
+            "",
+            width,
+        )));
+    }
+    let block = pane_block(
+        format!(
+            " record against projection · {} differences ",
+            diff.changes.len()
+        ),
+        true,
+        theme,
+    );
+    frame.render_widget(paragraph(lines).block(block), area);
+}
+
 fn draw_compare(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
     let area = centered(frame, 100, frame.area().height.saturating_sub(4));
     frame.render_widget(Clear, area);

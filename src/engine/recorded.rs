@@ -1,0 +1,81 @@
+//! Preset `recorded`: each call's context is exactly its audit record
+//! (`rendered`), read back and matched against the history. An event the
+//! record sends as it is stays verbatim, one it sends with another text is
+//! stubbed or truncated (with the record's text), one inside the span of
+//! the summary the record sends is summarized, and any other is dropped.
+//! A call without a record says so and sends nothing.
+
+use std::sync::Arc;
+
+use super::context::{Context, Why};
+use super::{CallError, ReducerName, Span, Stand, Status};
+use crate::record::{Found, Sent};
+
+pub fn project(mut ctx: Context) -> Context {
+    let call = ctx.call;
+    // Compaction starts from every event as it is.
+    ctx.before_summary = (0..ctx.events.len()).map(|ix| ctx.raw_tokens(ix)).sum();
+    let summary = call
+        .summary_id
+        .and_then(|id| ctx.session.summaries.iter().position(|s| s.id == id));
+    let sent = match Sent::of(call, ctx.events, summary.map(|s| &ctx.session.summaries[s])) {
+        Some(Ok(sent)) => sent,
+        unread => {
+            let message = match unread {
+                Some(Err(e)) => e,
+                _ => format!(
+                    "call {} has no record (rendered): preset recorded has nothing to show",
+                    call.id
+                ),
+            };
+            ctx.errors.push(CallError {
+                kind: "no_record",
+                message,
+            });
+            for ix in 0..ctx.events.len() {
+                ctx.set(ix, Status::Dropped, ReducerName::Recorded, Why::NoRecord, 0);
+            }
+            return ctx;
+        }
+    };
+    let mut held: Vec<Option<(Status, usize)>> = vec![None; ctx.events.len()];
+    for (at, found) in sent.found.iter().enumerate() {
+        match *found {
+            Found::Same(ix) => held[ix] = Some((Status::Verbatim, at)),
+            Found::Changed(ix, how) => held[ix] = Some((how, at)),
+            Found::New => {}
+        }
+    }
+    let stand = summary.filter(|_| sent.summary.is_some());
+    let covered = stand.map(|s| {
+        let s = &ctx.session.summaries[s];
+        (s.version, s.from_seq, s.to_seq)
+    });
+    for (ix, held) in held.into_iter().enumerate() {
+        let seq = ctx.events[ix].seq;
+        match (held, covered) {
+            (Some((Status::Verbatim, _)), _) => {}
+            (Some((how, at)), _) => {
+                let tokens = ctx.counts.text(&sent.events[at].content);
+                ctx.set(ix, how, ReducerName::Recorded, Why::Recorded, tokens);
+            }
+            (None, Some((version, from_seq, to_seq))) if (from_seq..=to_seq).contains(&seq) => {
+                let why = Why::Summary {
+                    version,
+                    span: Span { from_seq, to_seq },
+                };
+                ctx.set(ix, Status::Summarized, ReducerName::Summary, why, 0);
+            }
+            (None, _) => ctx.set(
+                ix,
+                Status::Dropped,
+                ReducerName::Recorded,
+                Why::NotRecorded,
+                0,
+            ),
+        }
+    }
+    ctx.stand = stand.map(Stand::Summary);
+    ctx.sent = Some(Arc::new(sent));
+    ctx
+}
