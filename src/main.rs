@@ -226,7 +226,7 @@ fn main() -> ExitCode {
             }),
             _,
         ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets).and_then(|choice| {
-            let choice = cli::with_record(choice, record);
+            let choice = ctxlens::analysis::PolicyChoice { record, ..choice };
             cli::project::run(&log, call, session.as_deref(), &choice, json, format)
         }),
         (
@@ -243,7 +243,7 @@ fn main() -> ExitCode {
             _,
         ) => cli::why::fact(text, regex, seq).and_then(|fact| {
             cli::policy_choice(policy.policy.as_deref(), &policy.sets).and_then(|choice| {
-                let choice = cli::with_record(choice, record);
+                let choice = ctxlens::analysis::PolicyChoice { record, ..choice };
                 cli::why::run(&log, &fact, session.as_deref(), &choice, json)
             })
         }),

@@ -327,3 +327,83 @@ fn unpaired(
     }
     free
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(role: &'static str, text: &str, seq: Option<i64>) -> Message {
+        Message::new(role, text, seq)
+    }
+
+    fn changes(
+        record: &[Message],
+        projected: &[Message],
+    ) -> Vec<(usize, &'static str, Option<i64>)> {
+        compare(record, projected)
+            .into_iter()
+            .map(|c| (c.index, c.change, c.seq))
+            .collect()
+    }
+
+    #[test]
+    fn equal_after_trimming_ends_and_ordering_json_keys() {
+        let record = [
+            m("system", "  be brief\n", Some(1)),
+            m(
+                "assistant",
+                r#"{"b": 1, "a": [2, {"d": 3, "c": 4}]}"#,
+                Some(2),
+            ),
+        ];
+        let projected = [
+            m("system", "be brief", Some(1)),
+            m("assistant", r#"{"a":[2,{"c":4,"d":3}],"b":1}"#, Some(2)),
+        ];
+        assert_eq!(changes(&record, &projected), vec![]);
+        // Inside the text, whitespace counts.
+        let projected = [m("system", "be  brief", Some(1)), projected[1].clone()];
+        assert_eq!(changes(&record, &projected), vec![(0, "text", Some(1))]);
+    }
+
+    #[test]
+    fn events_pair_by_seq_and_the_rest_in_order_between_them() {
+        let record = [
+            m("system", "sys", Some(1)),
+            m("user", "summary of 2..4", None),
+            m("user", "question", Some(5)),
+            m("tool", "[result expired]", Some(6)),
+        ];
+        let projected = [
+            m("system", "sys", Some(1)),
+            m("user", "old", Some(2)),
+            m("user", "question", Some(5)),
+            m("tool", "the whole output", Some(6)),
+            m("user", "injected date", None),
+        ];
+        assert_eq!(
+            changes(&record, &projected),
+            vec![
+                (1, "extra", Some(2)),
+                (1, "missing", None),
+                (3, "text", Some(6)),
+                (4, "extra", None),
+            ]
+        );
+    }
+
+    #[test]
+    fn texts_in_the_same_place_with_another_role_differ_in_role() {
+        let record = [m("user", "summary", None), m("user", "go", Some(3))];
+        let projected = [m("assistant", "summary", None), m("user", "go", Some(3))];
+        assert_eq!(changes(&record, &projected), vec![(0, "role", None)]);
+        // An event the projection sends out of the record's order is extra
+        // where the projection has it and missing where the record has it.
+        let record = [m("user", "a", Some(1)), m("user", "b", Some(2))];
+        let projected = [m("user", "b", Some(2)), m("user", "a", Some(1))];
+        assert_eq!(
+            changes(&record, &projected),
+            vec![(0, "extra", Some(2)), (1, "missing", Some(2))]
+        );
+    }
+}

@@ -423,3 +423,23 @@ fn odd_shapes_import_without_panicking() {
     let log = Store::open(&out).unwrap().load().unwrap();
     assert_eq!(log.sessions[0].session.id, "odd");
 }
+
+#[test]
+fn spans_in_either_convention_replay_as_their_records() {
+    for name in ["current.json", "legacy.json"] {
+        let dir = TempDir::new().unwrap();
+        let (log, _) = import(name, &dir);
+        let calls: usize = log.sessions.iter().map(|s| s.calls.len()).sum();
+        assert!(calls > 0, "{name}");
+        let out = ctxlens()
+            .args(["replay", "--json", "--set", "preset=recorded"])
+            .arg(dir.path().join("out.db"))
+            .output()
+            .unwrap();
+        let replay = json_of(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(replay["matching"], calls, "{name}: {replay}");
+        for call in replay["calls"].as_array().unwrap() {
+            assert_eq!(call["record_differences"], 0, "{name}: {call}");
+        }
+    }
+}

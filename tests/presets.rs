@@ -642,6 +642,7 @@ fn a_call_projected_alone_in_any_order_is_the_call_in_a_replay() {
                 "opencode.prune_minimum=10".into(),
                 "trigger.on_tool_output=true".into(),
             ],
+            record: false,
         };
         let policy = choice.for_call(&b.log.calls[0]).unwrap();
         let mut replayed = Vec::new();

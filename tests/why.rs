@@ -110,12 +110,14 @@ fn states(b: &LogBuilder, fact: &Fact, sets: &[&str]) -> Vec<State> {
     let choice = PolicyChoice {
         file: None,
         sets: sets.iter().map(|s| s.to_string()).collect(),
+        record: false,
     };
     let mut sets_all = vec!["budget.encoding=\"chars4\"".to_string()];
     sets_all.extend(choice.sets);
     let choice = PolicyChoice {
         file: None,
         sets: sets_all,
+        record: false,
     };
     trace(&b.log, fact, &choice)
         .unwrap()

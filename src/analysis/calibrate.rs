@@ -486,6 +486,7 @@ pub fn lines(
     let choice = PolicyChoice {
         file: None,
         sets: vec![format!("budget.encoding=\"{}\"", encoding.name())],
+        record: false,
     };
     let fitted = cache.uncalibrated(|raw| fit_session(session, &choice, raw));
     let fit = fitted.fit.ok()?;

@@ -25,6 +25,8 @@ pub struct PolicyChoice {
     pub file: Option<(String, String)>,
     /// `KEY=VALUE` overrides, applied last.
     pub sets: Vec<String>,
+    /// Each call as its audit record (`--record`), whatever else is chosen.
+    pub record: bool,
 }
 
 impl PolicyChoice {
@@ -38,12 +40,15 @@ impl PolicyChoice {
         for set in &self.sets {
             builder = builder.set(set)?;
         }
+        if self.record {
+            builder = builder.set("preset=recorded")?;
+        }
         builder.build()
     }
 
     /// Whether the user chose anything, or each call keeps its recorded policy.
     pub fn is_recorded(&self) -> bool {
-        self.file.is_none() && self.sets.is_empty()
+        self.file.is_none() && self.sets.is_empty() && !self.record
     }
 }
 

@@ -55,25 +55,6 @@ pub fn activity(store: &Store, log: &Log) -> Vec<crate::analysis::activity::Acti
 }
 
 /// The policy a user chose with `--policy FILE` and `--set KEY=VALUE`.
-/// The `--set` that `--record` adds: each call as its audit record.
-pub const RECORD: &str = "preset=recorded";
-
-/// `choice` with `--record` applied, last so that it wins.
-pub fn with_record(
-    mut choice: crate::analysis::PolicyChoice,
-    record: bool,
-) -> crate::analysis::PolicyChoice {
-    if record {
-        choice.sets.push(RECORD.to_string());
-    }
-    choice
-}
-
-/// Whether `choice` asks for the records (`--record`).
-pub fn wants_record(choice: &crate::analysis::PolicyChoice) -> bool {
-    choice.sets.last().is_some_and(|s| s == RECORD)
-}
-
 pub fn policy_choice(
     file: Option<&Path>,
     sets: &[String],
@@ -101,6 +82,7 @@ pub fn policy_choice(
     let choice = crate::analysis::PolicyChoice {
         file,
         sets: sets.to_vec(),
+        record: false,
     };
     Ok(choice)
 }

@@ -43,7 +43,7 @@ pub fn run(
         };
         anyhow::bail!("{}: no model call {call_id}; {range}", path.display());
     };
-    if super::wants_record(choice) && call.rendered.is_none() {
+    if choice.record && call.rendered.is_none() {
         anyhow::bail!(
             "{}: model call {call_id} has no audit record (its rendered column is empty)",
             path.display()

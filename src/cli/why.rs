@@ -29,7 +29,7 @@ pub fn run(
 ) -> anyhow::Result<Outcome> {
     let log = load(path)?;
     let session = log.pick_session(session).map_err(anyhow::Error::msg)?;
-    if super::wants_record(choice) && session.calls.iter().all(|c| c.rendered.is_none()) {
+    if choice.record && session.calls.iter().all(|c| c.rendered.is_none()) {
         anyhow::bail!(
             "{}: session {} has no call with an audit record (rendered): nothing to trace with --record",
             path.display(),

@@ -459,7 +459,8 @@ fn lay_out(
     errors: &mut Vec<CallError>,
 ) -> u64 {
     let first = ctx.first_dialogue();
-    for ix in 0..first {
+    let sent = |ix: &usize| ctx.slots[*ix].status.is_sent();
+    for ix in (0..first).filter(sent) {
         push(
             ItemRef::Event(ix, ctx.slots[ix].status),
             ctx.slots[ix].tokens,
@@ -475,7 +476,6 @@ fn lay_out(
         Some(Stand::Generated(span)) => push(ItemRef::Generated(span), made),
         None => {}
     }
-    let sent = |ix: &usize| ctx.slots[*ix].status.is_sent();
     let pinned = (first..ctx.events.len()).filter(|ix| ctx.slots[*ix].status == Status::Pinned);
     for ix in pinned {
         push(ItemRef::Event(ix, Status::Pinned), ctx.slots[ix].tokens);

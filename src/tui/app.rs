@@ -315,14 +315,22 @@ impl App {
     /// strip. Refused, with the reason, when a value is not allowed.
     pub fn set_overrides(&mut self, sets: Vec<String>) -> Result<(), String> {
         let file = self.choice.file.clone();
-        self.apply_choice(PolicyChoice { file, sets })
+        self.apply_choice(PolicyChoice {
+            file,
+            sets,
+            record: false,
+        })
     }
 
     /// Projects with a policy file (path and text) in place of the recorded
     /// policies, keeping the edits over it.
     pub fn set_policy_file(&mut self, file: Option<(String, String)>) -> Result<(), String> {
         let sets = self.choice.sets.clone();
-        self.apply_choice(PolicyChoice { file, sets })
+        self.apply_choice(PolicyChoice {
+            file,
+            sets,
+            record: false,
+        })
     }
 
     fn apply_choice(&mut self, choice: PolicyChoice) -> Result<(), String> {
@@ -447,8 +455,10 @@ impl App {
                     });
                     // The record in the pane: the same call under preset recorded.
                     let shown = if self.show_record {
-                        let mut choice = self.choice.clone();
-                        choice.sets.push("preset=recorded".into());
+                        let choice = PolicyChoice {
+                            record: true,
+                            ..self.choice.clone()
+                        };
                         project_call(session, call, &choice, &mut self.cache).ok()
                     } else {
                         None
