@@ -135,19 +135,19 @@ pub const KEYMAP: &[Binding] = &[
         &[KeyCode::Char('r')],
         "r",
         Control::Record,
-        "record: show what the host sent at this call (its audit record) instead of the projection, or back",
+        "record: what the host sent (audit record), or the projection again",
     ),
     bind(
         &[KeyCode::Char('d')],
         "d",
         Control::Diff,
-        "diff: where the call's record and the projection differ, message by message; without a record, mark (≠) events disposed of differently than the log says",
+        "diff: record vs projection by message; no record: mark ≠ events",
     ),
     bind(
         &[KeyCode::Char('D')],
         "D",
         Control::Compare,
-        "compare: the recorded policy (for a recording: the record) against the edited one, call by call",
+        "compare: the recorded policy (or record) against the edited one",
     ),
     bind(
         &[KeyCode::Char('w')],

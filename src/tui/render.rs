@@ -280,11 +280,12 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             )));
             // What the provider would count: the calibrated figure of the
             // strip's replay (for the recorded context, the reported one),
-            // else the budget's line; budgets are measured in it.
+            // else the budget's line; budgets are measured in it. The strip
+            // replays the projection: a record shown instead has its own.
             let calibrated = app
                 .metrics
                 .get(app.call)
-                .filter(|m| m.call == call.id)
+                .filter(|m| m.call == call.id && !app.show_record)
                 .and_then(|m| Some((m.calibrated_tokens?, m.calibration_source?)))
                 .filter(|_| view.budget.is_calibrated());
             let measured = calibrated
@@ -1048,6 +1049,9 @@ pub fn help_lines() -> Vec<Line<'static>> {
     }
     lines.push(Line::from(
         "  Σ   a summary (Σ? one that is needed)   + an injection",
+    ));
+    lines.push(Line::from(
+        "  ◆   in a record (r): a message the host sent that is no event of the history",
     ));
     lines.push(Line::from(
         "  ≠   with d: disposed of differently than the audit record says",
