@@ -72,6 +72,7 @@ fn replay_presets(c: &mut Criterion) {
             let choice = PolicyChoice {
                 file: None,
                 sets: vec![format!("preset=\"{preset}\"")],
+                record: false,
             };
             let mut cache = cache.lock().unwrap();
             b.iter(|| replay(log, None, &choice, &mut cache).calls.len())
