@@ -288,6 +288,7 @@ fn under<'a>(log: &'a SessionLog, sets: &[&str]) -> Vec<Projected<'a>> {
     let choice = PolicyChoice {
         file: None,
         sets: all,
+        record: false,
     };
     let mut cache = ProjectionCache::default();
     let mut out = Vec::new();

@@ -251,6 +251,7 @@ fn a_megabyte_stub_is_counted_once_not_at_every_call() {
     let choice = PolicyChoice {
         file: None,
         sets: vec![stub, "tool_results.keep_turns=1".into()],
+        record: false,
     };
     let mut cache = ProjectionCache::default();
     let report = replay(&log, None, &choice, &mut cache);
