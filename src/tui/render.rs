@@ -1231,22 +1231,41 @@ fn draw_differences(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
 }
 
 fn draw_compare(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
-    let area = centered(frame, 100, frame.area().height.saturating_sub(4));
+    let area = centered(frame, 112, frame.area().height.saturating_sub(4));
     frame.render_widget(Clear, area);
     let height = area.height.saturating_sub(4) as usize;
     let mut lines = vec![
         Line::from(format!(
-            " A: recorded policy · B: {} · j/k scroll · Esc close",
-            if app.overrides().is_empty() {
-                "the same (edit with e)".to_string()
+            " A: recorded policy{} · B: {} · j/k scroll · Esc close",
+            if !app.recorded_metrics.is_empty()
+                && app
+                    .recorded_metrics
+                    .iter()
+                    .all(|m| m.record_differences == Some(0))
+            {
+                " (the record)"
             } else {
-                app.overrides().join(" ")
+                ""
+            },
+            match (app.overrides().is_empty(), app.policy_file()) {
+                (false, _) => app.overrides().join(" "),
+                (true, Some(file)) => format!("from {file}"),
+                (true, None) => "the same (edit with e)".to_string(),
             }
         ))
         .add_modifier(Modifier::DIM),
         Line::from(format!(
-            " {:>6} {:>5} │ {:>9} {:>9} {:>4} │ {:>9} {:>9} {:>4} │ {:>9}",
-            "call", "turn", "A tokens", "A reused", "A Σ", "B tokens", "B reused", "B Σ", "B - A"
+            " {:>6} {:>5} │ {:>9} {:>9} {:>4} │ {:>9} {:>9} {:>4} │ {:>9} │ {:>8}",
+            "call",
+            "turn",
+            "A tokens",
+            "A reused",
+            "A Σ",
+            "B tokens",
+            "B reused",
+            "B Σ",
+            "B - A",
+            "B ≠ rec"
         ))
         .add_modifier(Modifier::BOLD),
     ];
@@ -1260,8 +1279,12 @@ fn draw_compare(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
         .take(height)
     {
         let delta = b.total_tokens as i64 - a.total_tokens as i64;
+        // How many messages of the call's record B sends otherwise.
+        let record = b
+            .record_differences
+            .map_or("-".to_string(), |n| n.to_string());
         let line = Line::from(format!(
-            " {:>6} {:>5} │ {:>9} {:>9} {:>4} │ {:>9} {:>9} {:>4} │ {:>+9}",
+            " {:>6} {:>5} │ {:>9} {:>9} {:>4} │ {:>9} {:>9} {:>4} │ {:>+9} │ {:>8}",
             a.call,
             a.turn,
             thousands(a.total_tokens),
@@ -1270,7 +1293,8 @@ fn draw_compare(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
             thousands(b.total_tokens),
             thousands(b.prefix_reused_tokens),
             version(b.summary_version),
-            delta
+            delta,
+            record
         ));
         let line = if b.over_budget {
             line.patch_style(theme.fg(Color::Red))
