@@ -54,7 +54,7 @@ enum Command {
         /// The session, when the call id alone is not enough.
         #[arg(long)]
         session: Option<String>,
-        /// Print the projection as JSON (CONTRACT.md §5).
+        /// Print the projection as JSON (docs/contract.md §5).
         #[arg(long)]
         json: bool,
         /// Print the context as this API's request body instead (indented JSON), which
@@ -68,7 +68,9 @@ enum Command {
     },
     /// Re-project every recorded call and compare it with its audit record.
     ///
-    /// Compares the summary version and the set of (seq, action) evictions; reports each
+    /// Compares the summary version, the set of (seq, action) evictions and, for a call with
+    /// a record (rendered), every message sent, after trimming ends and ordering JSON keys;
+    /// `--set preset=recorded` projects each call as its record. Reports each
     /// call's tokens, the prefix a provider cache could reuse from the call before, and the
     /// estimate against the provider's reported input tokens. Exit status 1 when any call diverges.
     Replay {
@@ -183,7 +185,7 @@ fn api_format() -> impl clap::builder::TypedValueParser<Value = ctxlens::import:
 /// How a command chooses its policy.
 #[derive(clap::Args)]
 struct PolicyArgs {
-    /// A policy file (TOML, CONTRACT.md §3) instead of each call's recorded policy.
+    /// A policy file (TOML, docs/contract.md §3) instead of each call's recorded policy.
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
     /// Override one policy key, e.g. --set tool_results.keep_turns=1 (repeatable).

@@ -1,12 +1,12 @@
 //! The in-memory log: sessions, events, summaries and model calls, with the
 //! derived structure every later stage needs (steps, the pairing index, the
-//! events a model call saw). Words follow CONTRACT.md §1.
+//! events a model call saw). Words follow docs/contract.md §1.
 
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-/// The kind of an event (CONTRACT.md §1).
+/// The kind of an event (docs/contract.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {

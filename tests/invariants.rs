@@ -1,4 +1,4 @@
-//! CONTRACT.md §6 over random logs and policies (proptest).
+//! docs/contract.md §6 over random logs and policies (proptest).
 
 mod common;
 

@@ -18,7 +18,7 @@ pub enum Fact {
     Seq(i64),
 }
 
-/// Where a fact stands at one call (CONTRACT.md §5, `why`).
+/// Where a fact stands at one call (docs/contract.md §5, `why`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum State {

@@ -1,5 +1,5 @@
 //! The projection: (log, model call, policy) -> the rendered context, with the
-//! disposition of every event (CONTRACT.md §1, §5, §6). Pure: no I/O, no clock.
+//! disposition of every event (docs/contract.md §1, §5, §6). Pure: no I/O, no clock.
 //!
 //! The `pipeline` policy is a reducer pipeline, run cheap to expensive:
 //! tool-result retention, the sliding window, then the summary; layout last.
@@ -31,7 +31,7 @@ use crate::model::{Injection, ModelCall, SessionLog, Summary};
 use crate::policy::{Budget, Policy, Preset};
 use crate::record::Sent;
 
-/// What a projection did with one event at a call (CONTRACT.md §1).
+/// What a projection did with one event at a call (docs/contract.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
@@ -116,7 +116,7 @@ pub enum Stand {
     Generated(Span),
 }
 
-/// Something that went wrong at a call (CONTRACT.md §5 `errors`).
+/// Something that went wrong at a call (docs/contract.md §5 `errors`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CallError {
     pub kind: &'static str,

@@ -142,7 +142,7 @@ pub struct SummaryReducer<'p> {
     pub fired: bool,
 }
 
-/// Whether a summary could have been sent with this call (CONTRACT.md §1).
+/// Whether a summary could have been sent with this call (docs/contract.md §1).
 pub fn applicable(summary: &Summary, call: &ModelCall) -> bool {
     summary.session_id == call.session_id
         && summary.from_seq <= summary.to_seq
@@ -174,7 +174,7 @@ impl Reducer for SummaryReducer<'_> {
             .map(|(ix, _)| ix);
         // Before the context first outgrows its target no summary is used; from
         // then on the newest applicable one is, so the split point moves only when
-        // a new version is recorded (CONTRACT.md §6.6).
+        // a new version is recorded (docs/contract.md §6.6).
         let in_use = state.in_use.is_some() && self.policy.use_recorded;
         let over = self.fired;
         let Some(ix) = newest.filter(|_| in_use || over) else {
@@ -367,7 +367,7 @@ pub fn placeholder_text(session: &SessionLog, span: Span) -> String {
 }
 
 /// Lays the context out for sending: system prompt, summary, pinned pairs,
-/// the tail in log order, injections last (CONTRACT.md §6.3).
+/// the tail in log order, injections last (docs/contract.md §6.3).
 pub fn layout(ctx: Context, budget: Budget) -> Projected {
     let mut order = Vec::with_capacity(ctx.events.len() + 2);
     let mut order_tokens = Vec::with_capacity(ctx.events.len() + 2);
@@ -448,7 +448,7 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
     }
 }
 
-/// The context in send order (CONTRACT.md §6, order): the system prompt,
+/// The context in send order (docs/contract.md §6, order): the system prompt,
 /// what stands in for the oldest span, pinned events, the tail, then the
 /// engine's messages and the host's injections; the tokens injected.
 fn lay_out(

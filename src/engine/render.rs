@@ -1,5 +1,5 @@
 //! A projected call with its text: what `project` prints and `--json` emits
-//! (CONTRACT.md §5).
+//! (docs/contract.md §5).
 
 use serde::Serialize;
 
@@ -7,7 +7,7 @@ use super::{CallError, ItemRef, PreTrim, Projected, Span, Status};
 use crate::policy::{Budget, Policy};
 use crate::record::Message;
 
-/// The projection of one call, as CONTRACT.md §5 gives it.
+/// The projection of one call, as docs/contract.md §5 gives it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Projection {
     pub session: String,

@@ -4,7 +4,7 @@
 //!
 //! The split moves only when the policy's trigger fires, and only forward;
 //! between firings every call keeps the same split, so the tail stays
-//! byte-stable (CONTRACT.md §6.6).
+//! byte-stable (docs/contract.md §6.6).
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! The canonical event log on disk (CONTRACT.md §2): opening and validating a
+//! The canonical event log on disk (docs/contract.md §2): opening and validating a
 //! file, loading it into the model, and appending to it.
 
 mod store;
@@ -13,7 +13,7 @@ pub use writer::Writer;
 /// The schema version this build reads and writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 1;
 
-/// The four tables of the contract, exactly as CONTRACT.md §2 gives them.
+/// The four tables of the contract, exactly as docs/contract.md §2 gives them.
 pub const SCHEMA: &str = "
 CREATE TABLE sessions (
   id          TEXT PRIMARY KEY,

@@ -1,4 +1,4 @@
-//! The retention policy (CONTRACT.md §3): defaults from `assets/policy.toml`,
+//! The retention policy (docs/contract.md §3): defaults from `assets/policy.toml`,
 //! layered with a policy file, a call's recorded policy and `--set` overrides.
 //! Every error names the key and where its value came from.
 
@@ -36,7 +36,7 @@ pub struct Policy {
     pub opencode: Opencode,
 }
 
-/// The designs a policy can choose (CONTRACT.md §3).
+/// The designs a policy can choose (docs/contract.md §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Preset {
@@ -377,7 +377,7 @@ impl Policy {
         budget
     }
 
-    /// The usable and target budgets (CONTRACT.md §3 and issue 3's formula),
+    /// The usable and target budgets (docs/contract.md §3 and the README, Budget),
     /// measured with the keys' line only (no fit).
     /// The opencode preset has its own (as OpenCode does): its output reserve is
     /// min(the model's output limit, output_cap), the limit being
