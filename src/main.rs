@@ -155,6 +155,14 @@ enum Command {
         #[arg(short = 'o', long = "output", value_name = "LOG")]
         output: PathBuf,
     },
+    /// Print a policy file: every key with its default and a line on what it does.
+    ///
+    /// With --preset, only the keys that preset reads, under `preset = "NAME"`: a file
+    /// `--policy` takes unchanged, to edit.
+    Policy {
+        #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(ctxlens::policy::Preset::NAMES))]
+        preset: Option<String>,
+    },
     /// Write the sample sessions into DIR, byte-for-byte the same every time.
     ///
     /// Writes forgot-deploy-key.db, tool-heavy.db, two-sessions.db and broken.db,
@@ -213,6 +221,17 @@ fn main() -> ExitCode {
             }),
             _,
         ) => cli::stats::run(&log, encoding, json),
+        (Some(Command::Policy { preset }), _) => {
+            match preset {
+                Some(name) => {
+                    let preset = serde_json::from_value(serde_json::json!(name))
+                        .expect("a possible value names a preset");
+                    print!("{}", ctxlens::policy::preset_file(preset));
+                }
+                None => print!("{}", ctxlens::policy::DEFAULTS_TOML),
+            }
+            Ok(cli::Outcome::Done)
+        }
         (Some(Command::Sample { dir, live, pace }), _) => {
             cli::sample::run(&dir, live.then_some(pace))
         }

@@ -11,6 +11,10 @@ use toml::{Table, Value};
 use crate::tokens::Encoding;
 
 /// The shipped defaults, with a line of documentation for every key.
+mod document;
+
+pub use document::preset_file;
+
 pub const DEFAULTS_TOML: &str = include_str!("../../assets/policy.toml");
 
 /// A complete policy: every key has a value.
