@@ -132,3 +132,34 @@ fn json_lines_with_a_bad_entry_and_a_response_without_usage_import_the_rest() {
     );
     assert_eq!(session.calls[3].usage.input_tokens, None);
 }
+
+#[test]
+fn a_streamed_response_without_usage_is_named_too() {
+    let sse = [
+        r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[]}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello."}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"}}"#,
+        r#"{"type":"message_stop"}"#,
+    ]
+    .iter()
+    .map(|data| format!("event: x\ndata: {data}\n\n"))
+    .collect::<String>();
+    let recording = serde_json::json!([{
+        "request": {"model": "claude-sonnet-4-5", "max_tokens": 64,
+                    "messages": [{"role": "user", "content": "hi"}]},
+        "response": sse,
+    }]);
+    let dir = TempDir::new().unwrap();
+    let src = dir.path().join("stream.json");
+    std::fs::write(&src, recording.to_string()).unwrap();
+    let (session, stderr) = import("anthropic", &src, &dir);
+    assert_eq!(session.calls.len(), 1);
+    assert_eq!(session.calls[0].usage.input_tokens, None);
+    assert!(
+        stderr.contains("stream.json: entry 1: a response without usage"),
+        "{stderr}"
+    );
+    assert!(session.events.iter().any(|e| e.content == "Hello."));
+}

@@ -546,10 +546,10 @@ fn reassemble(format: Format, sse: &str) -> Value {
                         }
                     }
                     Some("message_delta") => {
-                        if !whole["usage"].is_object() {
-                            whole["usage"] = json!({});
-                        }
                         for (key, value) in event["usage"].as_object().into_iter().flatten() {
+                            if !whole["usage"].is_object() {
+                                whole["usage"] = json!({});
+                            }
                             whole["usage"][key] = value.clone();
                         }
                     }
