@@ -179,6 +179,10 @@ pub struct Usage {
     pub cache_read_tokens: Option<i64>,
     pub cache_write_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
+    /// Of the output, what the model spent reasoning, where the provider
+    /// reports it apart (kept in the `ctxlens_usage` table).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<i64>,
 }
 
 /// One entry of a call's `evictions` column.

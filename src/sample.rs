@@ -866,6 +866,7 @@ impl HostState {
             cache_read_tokens: Some(reused as i64),
             cache_write_tokens: Some(input - reused as i64),
             output_tokens: Some(output),
+            reasoning_tokens: None,
         };
         call.id = io.writer.record_call(&call)?;
         let id = call.id;

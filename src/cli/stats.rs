@@ -62,6 +62,14 @@ struct Reported {
     input_tokens: i64,
     cache_read_tokens: i64,
     output_tokens: i64,
+    /// Of the output, reasoning, where the provider reported it apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_tokens: Option<i64>,
+    /// The summarizing calls a host made to compact (their usage is kept
+    /// with the summary they wrote, `meta.usage`), apart from the agent's.
+    compaction_calls: usize,
+    compaction_input_tokens: i64,
+    compaction_output_tokens: i64,
 }
 
 pub fn run(path: &Path, encoding: Encoding, as_json: bool) -> anyhow::Result<Outcome> {
@@ -125,6 +133,27 @@ fn session_stats(s: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> 
         add(&mut reported.input_tokens, u.input_tokens);
         add(&mut reported.cache_read_tokens, u.cache_read_tokens);
         add(&mut reported.output_tokens, u.output_tokens);
+        if let Some(reasoning) = u.reasoning_tokens {
+            let sum = reported.reasoning_tokens.get_or_insert(0);
+            *sum = sum.saturating_add(reasoning.max(0));
+        }
+    }
+    for summary in &s.summaries {
+        let meta: Option<serde_json::Value> = summary
+            .meta
+            .as_deref()
+            .and_then(|m| serde_json::from_str(m).ok());
+        let Some(usage) = meta.as_ref().map(|m| &m["usage"]).filter(|u| u.is_object()) else {
+            continue;
+        };
+        let count = |key: &str| usage[key].as_i64().unwrap_or(0).max(0);
+        reported.compaction_calls += 1;
+        reported.compaction_input_tokens = reported
+            .compaction_input_tokens
+            .saturating_add(count("input_tokens"));
+        reported.compaction_output_tokens = reported
+            .compaction_output_tokens
+            .saturating_add(count("output_tokens"));
     }
     SessionStats {
         id: s.id().to_string(),
@@ -195,6 +224,20 @@ fn print_text(stats: &Stats) {
                 thousands(r.cache_read_tokens),
                 thousands(r.output_tokens)
             ),
+        }
+        if let Some(reasoning) = r.reasoning_tokens {
+            say!(
+                "  of the output, reasoning: {}",
+                thousands(reasoning.max(0) as u64)
+            );
+        }
+        if r.compaction_calls > 0 {
+            say!(
+                "  compaction calls (the host summarizing): {}, input {}, output {}",
+                r.compaction_calls,
+                thousands(r.compaction_input_tokens as u64),
+                thousands(r.compaction_output_tokens as u64)
+            );
         }
         print_calibration(s);
     }

@@ -761,6 +761,9 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
         if is_otlp(&value) {
             return Ok(Format::Otel);
         }
+        if opencode::is_export(&value) {
+            return Ok(Format::Opencode);
+        }
         return api::detect(&value).with_context(|| {
             format!(
                 "{}: JSON, but not messages or a request body of a known API",
@@ -1049,13 +1052,14 @@ impl Counts<'_> {
             cache_read_tokens: read,
             cache_write_tokens: write,
             output_tokens: output,
+            reasoning_tokens: None,
         }
     }
 }
 
 /// A token count: `None` when absent, an error saying what is wrong with it
 /// when it cannot be one.
-fn token_count(value: &Value) -> Result<Option<i64>, &'static str> {
+pub(crate) fn token_count(value: &Value) -> Result<Option<i64>, &'static str> {
     let Value::Number(n) = value else {
         return match value {
             Value::Null => Ok(None),

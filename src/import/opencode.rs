@@ -1,6 +1,7 @@
 //! OpenCode: its JSON storage folder (`session/`, `message/<ses>/`,
-//! `part/<msg>/`) up to 1.1, or the SQLite `opencode.db` (tables session,
-//! message and part, each row's JSON in a `data` column) from 1.2.
+//! `part/<msg>/`) up to 1.1, the SQLite `opencode.db` (tables session,
+//! message and part, each row's JSON in a `data` column) from 1.2, or the
+//! JSON `opencode export` writes (`info`, and `messages` of `{info, parts}`).
 //!
 //! A tool part is one call and, once it completed, its result. An assistant
 //! message with `summary: true` is the summary of everything before the
@@ -14,7 +15,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 
 use super::{Counts, Draft, EventExtra, Import, open_sqlite, rfc3339, sql_rows, text_of};
-use crate::model::Kind;
+use crate::model::{Kind, Usage};
 
 /// A session with its messages, each with its parts and where it was read
 /// (its file, or the database and its id), for warnings.
@@ -24,6 +25,12 @@ struct Stored {
 }
 
 pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
+    if src.is_file() && !is_sqlite(src) {
+        import.reads_file(src);
+        let stored = from_export(src)?;
+        read_session(import, stored, src);
+        return Ok(());
+    }
     let db = if src.is_dir() {
         src.join("opencode.db")
     } else {
@@ -49,6 +56,61 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
         read_session(import, s, src);
     }
     Ok(())
+}
+
+/// Whether `value` is what `opencode export` writes: the session's `info`
+/// and its `messages`, each `{info, parts}`.
+pub fn is_export(value: &Value) -> bool {
+    value["info"].is_object()
+        && value["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().all(|m| m["info"].is_object()))
+}
+
+fn is_sqlite(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == b"SQLite format 3\0")
+}
+
+/// The session of an `opencode export` file.
+fn from_export(path: &Path) -> anyhow::Result<Stored> {
+    let text = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let value: Value = serde_json::from_slice(super::without_bom(&text))
+        .with_context(|| format!("{}: not valid JSON", path.display()))?;
+    if !is_export(&value) {
+        anyhow::bail!(
+            "{}: JSON, but not what `opencode export` writes (info and messages)",
+            path.display()
+        );
+    }
+    let Value::Object(mut value) = value else {
+        unreachable!("an export is an object")
+    };
+    let session = value.remove("info").unwrap_or_default();
+    let mut messages: Vec<(Value, Vec<Value>, String)> = match value.remove("messages") {
+        Some(Value::Array(messages)) => messages
+            .into_iter()
+            .map(|mut m| {
+                let info = m["info"].take();
+                let parts = match m["parts"].take() {
+                    Value::Array(parts) => parts,
+                    _ => Vec::new(),
+                };
+                let at = format!(
+                    "{} (message {})",
+                    path.display(),
+                    info["id"].as_str().unwrap_or("?")
+                );
+                (info, parts, at)
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    sort(&mut messages);
+    Ok(Stored { session, messages })
 }
 
 /// The storage folder, resolved: every file read from it must be inside it.
@@ -273,6 +335,14 @@ fn read_session(import: &mut Import, stored: Stored, src: &Path) {
             let end = marker.unwrap_or(draft.last() + 1) - 1;
             if end >= 1 {
                 draft.summary(end, text, &ts, Some("opencode compaction".into()));
+                // The summarizing call's own usage, kept with what it wrote.
+                let usage = message_usage(message, warnings, at);
+                if let Some(summary) = draft.summaries.last_mut()
+                    && usage.input_tokens.is_some()
+                {
+                    let meta = json!({"usage": usage, "model": message["modelID"]});
+                    summary.meta = Some(meta.to_string());
+                }
             }
             continue;
         }
@@ -281,16 +351,7 @@ fn read_session(import: &mut Import, stored: Stored, src: &Path) {
             part_events(draft, role, part, &ts, before, &mut marker, &mut cleared);
         }
         if role == "assistant" && before >= 1 {
-            // OpenCode counts the input apart from the cache.
-            let t = &message["tokens"];
-            let usage = Counts {
-                input: ("input", &t["input"]),
-                cache_read: ("cache.read", &t["cache"]["read"]),
-                cache_write: ("cache.write", &t["cache"]["write"]),
-                output: ("output", &t["output"]),
-                input_apart_from_cache: true,
-            }
-            .usage(warnings, at);
+            let usage = message_usage(message, warnings, at);
             let model = message["modelID"].as_str().map(str::to_string);
             let when = message["time"]["created"].as_i64().unwrap_or(0);
             let pivot_end = draft.pivot.map_or(0, |(_, end)| end);
@@ -305,6 +366,27 @@ fn read_session(import: &mut Import, stored: Stored, src: &Path) {
             }
             call.evictions = Value::Array(evictions).to_string();
         }
+    }
+}
+
+/// An assistant message's usage: OpenCode counts the input apart from the
+/// cache, and reasoning apart from the output. An aborted message's
+/// all-zero tokens are no usage.
+fn message_usage(message: &Value, warnings: &mut Vec<String>, at: &str) -> Usage {
+    let t = &message["tokens"];
+    let usage = Counts {
+        input: ("input", &t["input"]),
+        cache_read: ("cache.read", &t["cache"]["read"]),
+        cache_write: ("cache.write", &t["cache"]["write"]),
+        output: ("output", &t["output"]),
+        input_apart_from_cache: true,
+    }
+    .usage(warnings, at);
+    Usage {
+        reasoning_tokens: usage
+            .output_tokens
+            .and_then(|_| super::token_count(&t["reasoning"]).ok().flatten()),
+        ..usage
     }
 }
 

@@ -274,8 +274,10 @@ impl Store {
             budget,
         )?;
         let mut records = read_records(&tx, self.cursor.call_id)?;
+        let reasoning = read_reasoning(&tx, self.cursor.call_id)?;
         for mut call in calls {
             call.record = records.remove(&call.id);
+            call.usage.reasoning_tokens = reasoning.get(&call.id).copied().flatten();
             self.cursor.call_id = Some(call.id);
             changes.calls += 1;
             log.session_mut(&call.session_id).calls.push(call);
@@ -416,9 +418,35 @@ fn read_call(r: &Row) -> rusqlite::Result<ModelCall> {
             cache_read_tokens: r.get(12)?,
             cache_write_tokens: r.get(13)?,
             output_tokens: r.get(14)?,
+            reasoning_tokens: None,
         },
         record: None,
     })
+}
+
+/// Whether the log has the table `name` (one of ctxlens's own, made when first needed).
+fn has_table(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+        [name],
+        |r| r.get(0),
+    )
+}
+
+/// The reasoning tokens of the calls after `after`, from `ctxlens_usage`
+/// where an import wrote them, by call id.
+fn read_reasoning(
+    conn: &Connection,
+    after: Option<i64>,
+) -> Result<std::collections::HashMap<i64, Option<i64>>, ReadError> {
+    if !has_table(conn, "ctxlens_usage")? {
+        return Ok(Default::default());
+    }
+    let mut stmt = conn.prepare(
+        "SELECT call_id, reasoning_tokens FROM ctxlens_usage WHERE ?1 IS NULL OR call_id > ?1",
+    )?;
+    let rows = stmt.query_map([after], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// How the calls after `after` were sent, from `ctxlens_record` where an
@@ -427,12 +455,7 @@ fn read_records(
     conn: &Connection,
     after: Option<i64>,
 ) -> Result<std::collections::HashMap<i64, Record>, ReadError> {
-    let exists: bool = conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ctxlens_record')",
-        [],
-        |r| r.get(0),
-    )?;
-    if !exists {
+    if !has_table(conn, "ctxlens_record")? {
         return Ok(Default::default());
     }
     let mut stmt = conn.prepare(

@@ -337,6 +337,19 @@ impl Writer {
             )
             .map_err(&err)?;
         }
+        if let Some(reasoning) = u.reasoning_tokens {
+            tx.execute_batch(
+                "CREATE TABLE IF NOT EXISTS ctxlens_usage (
+                    call_id          INTEGER PRIMARY KEY REFERENCES model_calls(id),
+                    reasoning_tokens INTEGER)",
+            )
+            .map_err(&err)?;
+            tx.execute(
+                "INSERT INTO ctxlens_usage (call_id, reasoning_tokens) VALUES (?1, ?2)",
+                params![id, reasoning],
+            )
+            .map_err(&err)?;
+        }
         tx.commit().map_err(&err)?;
         Ok(id)
     }
