@@ -43,6 +43,7 @@ fn usage(input: Option<i64>, read: Option<i64>, write: Option<i64>, output: Opti
         cache_read_tokens: read,
         cache_write_tokens: write,
         output_tokens: output,
+        reasoning_tokens: None,
     }
 }
 

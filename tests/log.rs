@@ -94,6 +94,7 @@ fn every_row_round_trips_through_writer_and_store() {
             cache_read_tokens: Some(50),
             cache_write_tokens: Some(10),
             output_tokens: Some(7),
+            reasoning_tokens: Some(3),
         },
         ..ModelCall::default()
     };
