@@ -366,6 +366,11 @@ impl SessionLog {
     }
 
     /// The events a model call saw: every event with `seq <= last_seq`.
+    /// Whether the session holds a `compaction` marker event.
+    pub fn has_markers(&self) -> bool {
+        self.events.iter().any(|e| e.kind == Kind::Compaction)
+    }
+
     pub fn seen_by(&self, call: &ModelCall) -> &[Event] {
         let end = self.events.partition_point(|e| e.seq <= call.last_seq);
         &self.events[..end]

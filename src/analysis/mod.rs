@@ -173,7 +173,8 @@ pub fn project_call<'a>(
     cache: &mut ProjectionCache,
 ) -> anyhow::Result<(Policy, Projected<'a>)> {
     let policy = cache.policy(choice, call)?;
-    let quick = policy.preset == Preset::Pipeline && policy.trigger.looks_only_at_the_call();
+    let quick = policy.preset == Preset::Pipeline
+        && policy.trigger.looks_only_at_the_call(session.has_markers());
     // The record needs no earlier call.
     let mut state = if policy.preset == Preset::Recorded {
         State::default()

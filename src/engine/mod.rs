@@ -363,7 +363,7 @@ where
     earlier.sort_by_key(|c| c.id);
     let quick = policy_of(call).is_some_and(|(p, _)| {
         let p = p.borrow();
-        p.preset == Preset::Pipeline && p.trigger.looks_only_at_the_call()
+        p.preset == Preset::Pipeline && p.trigger.looks_only_at_the_call(session.has_markers())
     });
     if !quick {
         let mut state = State::default();

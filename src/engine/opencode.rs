@@ -25,6 +25,7 @@ pub fn project<'a>(
     let after = state.split.map_or(i64::MIN, |s| s.to_seq);
     let marker = (first + 1..ctx.events.len())
         .rev()
+        .filter(|_| policy.trigger.on_request)
         .find(|&ix| ctx.events[ix].kind == Kind::Compaction && ctx.events[ix].seq > after);
     if let Some(ix) = marker {
         fired.push("marker");

@@ -24,7 +24,7 @@ pub fn fired(ctx: &Context, budget: &Budget, policy: &Policy, state: &State) -> 
         Some(now - last)
     };
     let window = policy.budget.context_window as f64;
-    let checks: [(&'static str, bool, bool); 7] = [
+    let checks: [(&'static str, bool, bool); 6] = [
         ("over_target", t.over_target, provider > budget.target),
         (
             "budget",
@@ -47,11 +47,6 @@ pub fn fired(ctx: &Context, budget: &Budget, policy: &Policy, state: &State) -> 
             state.previous_compacted,
         ),
         (
-            "request",
-            t.on_request,
-            t.on_request && new.iter().any(|e| e.kind == Kind::Compaction),
-        ),
-        (
             "every_seconds",
             t.every_seconds > 0,
             t.every_seconds > 0 && elapsed().is_some_and(|s| s >= t.every_seconds as i64),
@@ -67,7 +62,15 @@ pub fn fired(ctx: &Context, budget: &Budget, policy: &Policy, state: &State) -> 
         Combine::Any => !hits.is_empty(),
         Combine::All => hits.len() == enabled.count() && !hits.is_empty(),
     };
-    if fires { hits } else { Vec::new() }
+    // A marker in the log (the user or host asked) compacts whatever the
+    // combination says, while markers are honoured.
+    let requested = t.on_request && new.iter().any(|e| e.kind == Kind::Compaction);
+    match (fires, requested) {
+        (true, true) => [hits, vec!["request"]].concat(),
+        (true, false) => hits,
+        (false, true) => vec!["request"],
+        (false, false) => Vec::new(),
+    }
 }
 
 /// Seconds since the epoch of an RFC 3339 time; `None` when it is not one.

@@ -54,13 +54,40 @@ pub fn preset_file(preset: Preset) -> String {
     let (preamble, sections) = sections();
     let mut out = format!("{preamble}\n\npreset = \"{}\"\n", preset.name());
     for section in sections {
-        if preset.reads(&format!("{}.x", section.table)) {
-            out.push('\n');
-            out.push_str(&section.text);
-            out.push('\n');
-        }
+        let text = if preset.reads(&format!("{}.x", section.table)) {
+            section.text
+        } else {
+            match own_keys(preset, &section) {
+                Some(text) => text,
+                None => continue,
+            }
+        };
+        out.push('\n');
+        out.push_str(&text);
+        out.push('\n');
     }
     out
+}
+
+/// The keys of a table `preset` reads one by one (a marker-honouring
+/// preset's `trigger.on_request`), each with its comment, under the header.
+fn own_keys(preset: Preset, section: &Section) -> Option<String> {
+    let lines: Vec<&str> = section.text.lines().collect();
+    let mut out = vec![format!("[{}]", section.table)];
+    for (at, line) in lines.iter().enumerate() {
+        let Some((key, _)) = line.split_once(" = ") else {
+            continue;
+        };
+        if line.starts_with('#') || !preset.reads(&format!("{}.{key}", section.table)) {
+            continue;
+        }
+        let mut start = at;
+        while start > 0 && lines[start - 1].starts_with("# ") && !lines[start - 1].contains(" = ") {
+            start -= 1;
+        }
+        out.extend(lines[start..=at].iter().map(|l| l.to_string()));
+    }
+    (out.len() > 1).then(|| out.join("\n"))
 }
 
 #[cfg(test)]
@@ -87,9 +114,12 @@ mod tests {
             assert!(text.contains(&format!("preset = \"{name}\"")), "{name}");
             assert!(text.contains("[budget]"), "{name}");
         }
-        // A preset's own table is there, another's is not.
+        // A preset's own table is there, another's is not; of the trigger
+        // table, opencode reads whether to honour markers only.
         let text = preset_file(Preset::Opencode);
         assert!(text.contains("[opencode]") && !text.contains("[block]"));
         assert!(text.contains("prune_protect = "));
+        assert!(text.contains("[trigger]\n# on_request") && text.contains("on_request = true"));
+        assert!(!text.contains("over_target"));
     }
 }

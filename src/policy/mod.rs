@@ -76,6 +76,9 @@ impl Preset {
     /// Whether this preset reads `key` (a dotted policy key): the editor
     /// shows only those.
     pub fn reads(self, key: &str) -> bool {
+        if key == "trigger.on_request" {
+            return self.honours_markers();
+        }
         let table = key.split_once('.').map_or("", |(table, _)| table);
         let own = match self {
             Preset::Pipeline => &["tool_results", "window", "summary", "trigger"][..],
@@ -84,6 +87,15 @@ impl Preset {
             _ => &["summary", "trigger"][..],
         };
         table.is_empty() || table == "budget" || table == self.name() || own.contains(&table)
+    }
+
+    /// Whether this preset compacts at the log's `compaction` markers
+    /// (while `trigger.on_request` is true).
+    pub fn honours_markers(self) -> bool {
+        !matches!(
+            self,
+            Preset::Tiered | Preset::Structural | Preset::Block | Preset::Recorded
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -211,11 +223,12 @@ pub struct Trigger {
 
 impl Trigger {
     /// Whether every enabled trigger looks only at the call itself, not at
-    /// the calls before it (structural and temporal triggers do).
-    pub fn looks_only_at_the_call(&self) -> bool {
+    /// the calls before it (structural and temporal triggers do; so does
+    /// `on_request` in a session with compaction markers).
+    pub fn looks_only_at_the_call(&self, markers: bool) -> bool {
         !self.on_tool_output
             && !self.after_compaction
-            && !self.on_request
+            && !(self.on_request && markers)
             && self.every_seconds == 0
     }
 }
