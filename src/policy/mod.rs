@@ -226,10 +226,8 @@ impl Trigger {
     /// the calls before it (structural and temporal triggers do; so does
     /// `on_request` in a session with compaction markers).
     pub fn looks_only_at_the_call(&self, markers: bool) -> bool {
-        !self.on_tool_output
-            && !self.after_compaction
-            && !(self.on_request && markers)
-            && self.every_seconds == 0
+        let requests = self.on_request && markers;
+        !(self.on_tool_output || self.after_compaction || requests || self.every_seconds > 0)
     }
 }
 
