@@ -183,7 +183,7 @@ fn a_claude_code_session_with_its_compaction_and_summarizer_imports_whole() {
         .find(|c| !c["summary_version"].is_null())
         .unwrap();
     assert_eq!(first_summarized["call"], first_after);
-    assert_eq!(first_summarized["triggers"][0], "request");
+    assert_eq!(first_summarized["triggers"][0], "marker");
     assert_eq!(replay["diverging"], 0);
 }
 

@@ -173,9 +173,14 @@ fn category(p: &Projected, item: &ItemRef) -> u8 {
         .unwrap_or(0);
     match *item {
         ItemRef::Event(ix, _) if ix < first => 0,
+        // Events a preset sends as part of the stand (a marker, what codex keeps).
+        ItemRef::Event(ix, _) if p.lead.contains(&ix) => 1,
         ItemRef::Summary(_) | ItemRef::Placeholder(_) | ItemRef::Generated(_) => 1,
         ItemRef::Event(_, Status::Pinned) => 2,
         ItemRef::Event(..) => 3,
+        // The engine's messages around the stand belong to it (opencode's
+        // marker question and continue message).
+        ItemRef::Injection(i) if i < p.around_stand => 1,
         ItemRef::Injection(_) => 4,
         // A record keeps its own order: never checked against the layout.
         ItemRef::Recorded(_) => 3,

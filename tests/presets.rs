@@ -415,117 +415,6 @@ fn block_drops_one_liners_past_max_summary_tokens_and_scope_can_follow_tokens() 
     assert_eq!(status(&p, 2), "summarized");
 }
 
-// --- opencode (seed 004) ---
-
-#[test]
-fn opencode_usable_is_input_limit_or_the_window_less_the_output_reserve() {
-    let usable = |sets: &[&str]| {
-        let mut b = LogBuilder::new();
-        b.user("u");
-        let call = b.call();
-        let mut all = vec!["preset=\"opencode\"", "budget.context_window=100000"];
-        all.extend(sets);
-        project(&b.log, &policy(&all), call).budget.usable
-    };
-    // Unset, the model's output limit is budget.output_reserve (32,000 by default), capped at 20,000.
-    assert_eq!(usable(&[]), 80_000);
-    assert_eq!(usable(&["budget.output_reserve=5000"]), 95_000);
-    assert_eq!(usable(&["opencode.output_limit=8000"]), 92_000);
-    assert_eq!(usable(&["opencode.output_limit=64000"]), 80_000);
-    assert_eq!(usable(&["budget.input_limit=50000"]), 50_000);
-}
-
-/// An old tool output of `old` tokens under 40,000 newer ones, then two user turns.
-fn pruning(old: u64, tool: &str) -> (ctxlens::model::SessionLog, i64) {
-    let mut b = LogBuilder::new();
-    b.user("u");
-    let result = b.tool(tool, &tokens(old));
-    b.tool("run", &tokens(40_000));
-    b.user("u");
-    b.call();
-    b.user("u");
-    b.call();
-    b.user("u");
-    b.call();
-    (b.log, result)
-}
-
-#[test]
-fn opencode_prunes_only_when_at_least_20000_tokens_would_be_freed() {
-    let policy = policy(&["preset=\"opencode\"", "budget.context_window=1000000"]);
-    let (log, result) = pruning(19_999, "run");
-    let all = project_all(&log, &policy);
-    assert!(all.iter().all(|p| status(p, result) == "verbatim"));
-
-    let (log, result) = pruning(20_000, "run");
-    let all = project_all(&log, &policy);
-    // The newest two user turns are skipped: the first call has only one before it.
-    assert_eq!(status(&all[0], result), "verbatim");
-    assert_eq!(status(&all[1], result), "stubbed");
-    assert_eq!(all[1].fired, ["prune"]);
-    assert_eq!(
-        text_of(&all[1], result),
-        "[Old tool result content cleared]"
-    );
-    assert_eq!(status(&all[1], result - 1), "verbatim", "the pair stays");
-    // Pruned stays pruned, and is not pruned again.
-    assert_eq!(status(&all[2], result), "stubbed");
-    assert!(all[2].fired.is_empty());
-    assert!(reason(&all[2], result).contains("pruned at call 2"));
-
-    let (log, result) = pruning(20_000, "skill");
-    let all = project_all(&log, &policy);
-    assert!(
-        all.iter().all(|p| status(p, result) == "verbatim"),
-        "skill is protected"
-    );
-}
-
-#[test]
-fn opencode_compacts_past_usable_and_continues_after_an_automatic_compaction() {
-    let mut b = LogBuilder::new();
-    b.user("u");
-    b.say(&tokens(1_000 - 6 - 1 - 1));
-    b.user("u");
-    let at_usable = b.call();
-    b.say("x");
-    let over = b.call();
-    let policy = policy(&[
-        "preset=\"opencode\"",
-        "budget.context_window=1200",
-        "opencode.output_limit=200",
-    ]);
-    let all = project_all(&b.log, &policy);
-    let at = &all[at_usable as usize - 1];
-    assert_eq!(at.before_summary, 1_000);
-    assert!(at.stand.is_none() && at.fired.is_empty());
-    let over = &all[over as usize - 1];
-    assert_eq!(over.fired, ["overflow"]);
-    assert_eq!(
-        over.needs_summary.map(|s| (s.from_seq, s.to_seq)),
-        Some((2, 3))
-    );
-    let continued = over.render(&policy).context.last().unwrap().clone();
-    assert_eq!(continued.text, "Continue if you have next steps");
-}
-
-#[test]
-fn opencode_filters_history_to_the_pivot_of_a_marker_with_its_summary() {
-    let mut b = LogBuilder::new();
-    b.user("first");
-    b.say("done");
-    let marker = b.push(Kind::Compaction, None, "What did we do so far?");
-    b.summary(1, 2, marker - 1, "we did the first thing");
-    b.user("next");
-    let call = b.call();
-    let policy = policy(&["preset=\"opencode\""]);
-    let p = project(&b.log, &policy, call);
-    assert_eq!(p.fired, ["marker"]);
-    assert_eq!(p.summary().map(|s| s.version), Some(1));
-    assert_eq!(status(&p, 2), "summarized");
-    assert_eq!(p.tail_start_seq(), Some(marker));
-}
-
 // --- triggers (seed 001) ---
 
 fn tool_turns() -> LogBuilder {
@@ -637,7 +526,7 @@ fn a_call_projected_alone_in_any_order_is_the_call_in_a_replay() {
                 "budget.encoding=\"chars4\"".into(),
                 "budget.context_window=400".into(),
                 "budget.output_reserve=100".into(),
-                "opencode.output_cap=100".into(),
+                "opencode.output_limit=300".into(),
                 "opencode.prune_protect=40".into(),
                 "opencode.prune_minimum=10".into(),
                 "trigger.on_tool_output=true".into(),

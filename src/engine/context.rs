@@ -189,6 +189,11 @@ pub enum Why {
         turn: i64,
         cap: u64,
     },
+    /// Codex: a real user message kept after the compaction, newest first
+    /// within `max_tokens`; cut in its middle when it crossed the limit.
+    CodexKept {
+        max_tokens: u64,
+    },
     /// Block compaction: in the first steps of the call's turn, kept verbatim.
     BlockFirst {
         steps: u64,
@@ -215,6 +220,15 @@ pub enum Why {
         call: i64,
         protect: u64,
     },
+    /// Claude Code's microcompact cleared it at `call`, after an idle gap.
+    Microcompacted {
+        call: i64,
+        idle_minutes: u64,
+    },
+    /// The host cleared it before this call (a microcompaction in its log).
+    ClearedByHost,
+    /// A marker of the host's compaction, which the host does not send.
+    Marker,
     /// The call's record sends it changed (preset recorded).
     Recorded,
     /// The call's record does not send it.
@@ -299,6 +313,14 @@ impl Why {
             Why::Pruned { call, protect } => format!(
                 "pruned at call {call}: older than the newest {protect} tokens of tool output"
             ),
+            Why::CodexKept { max_tokens } => format!(
+                "a user message kept after the compaction: the newest within {max_tokens} tokens"
+            ),
+            Why::Microcompacted { call, idle_minutes } => format!(
+                "microcompacted at call {call}: over {idle_minutes} minutes idle, only the newest results stay"
+            ),
+            Why::ClearedByHost => "the host cleared it (microcompact) before this call".into(),
+            Why::Marker => "the host's compaction marker: not sent to the model".into(),
             Why::Recorded => "the record sends it changed".into(),
             Why::NotRecorded => "the record does not send it".into(),
             Why::NoRecord => "the call has no record".into(),
@@ -326,6 +348,32 @@ pub enum Cut {
     Head(u32),
     /// The first this many lines.
     HeadLines(u32),
+    /// Codex's cut: this many tokens (4 bytes each), half from the start
+    /// and half from the end, the middle replaced by how many were cut.
+    Middle(u32),
+}
+
+/// What a preset puts around the item standing for the oldest span:
+/// events of the log sent just before it, the engine's own messages
+/// before and after it (opencode's marker question and continue message),
+/// and the role it is sent with.
+#[derive(Clone, Debug)]
+pub struct Around {
+    pub events: Vec<usize>,
+    pub before: Vec<Injection>,
+    pub after: Vec<Injection>,
+    pub role: &'static str,
+}
+
+impl Default for Around {
+    fn default() -> Around {
+        Around {
+            events: Vec::new(),
+            before: Vec::new(),
+            after: Vec::new(),
+            role: "user",
+        }
+    }
 }
 
 /// The context as it moves through the reducers.
@@ -346,8 +394,8 @@ pub struct Context<'a> {
     pub never_evict: bool,
     /// Text the engine made for the stand item (see `Projected::made_text`).
     pub made_text: Option<String>,
-    /// Messages the engine adds after the tail (opencode's continue message).
-    pub synthetic: Vec<Injection>,
+    /// What a preset puts around the item standing for the oldest span.
+    pub around: Around,
     /// The call's record, where the context is the record (preset recorded).
     pub sent: Option<Arc<Sent>>,
 }
@@ -379,7 +427,7 @@ impl<'a> Context<'a> {
             before_summary: 0,
             never_evict: false,
             made_text: None,
-            synthetic: Vec::new(),
+            around: Around::default(),
             sent: None,
         }
     }

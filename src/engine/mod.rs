@@ -6,9 +6,8 @@
 
 mod block;
 mod context;
-mod opencode;
+pub mod presets;
 pub mod pretrim;
-mod recorded;
 mod reducers;
 mod render;
 mod split;
@@ -79,6 +78,12 @@ pub enum ReducerName {
     Prune,
     /// The call's audit record (preset recorded).
     Recorded,
+    /// Claude Code's clearing of old tool results.
+    Microcompact,
+    /// Codex's compaction.
+    Codex,
+    /// Claude Code's compaction.
+    ClaudeCode,
 }
 
 impl ReducerName {
@@ -94,6 +99,9 @@ impl ReducerName {
             ReducerName::Block => "block",
             ReducerName::Prune => "prune",
             ReducerName::Recorded => "recorded",
+            ReducerName::Microcompact => "microcompact",
+            ReducerName::Codex => "codex",
+            ReducerName::ClaudeCode => "claude_code",
         }
     }
 }
@@ -184,6 +192,14 @@ pub struct Projected<'a> {
     pub counts: Arc<Counts>,
     /// The call's record, where the projection is the record (preset recorded).
     pub sent: Option<Arc<Sent>>,
+    /// The role the summary or placeholder is sent with.
+    pub stand_role: &'static str,
+    /// How many of `injections`, first, are the engine's own messages
+    /// around the stand (part of the stable prefix, not the injections last).
+    pub around_stand: usize,
+    /// Events sent just before the stand, as part of it (a host's marker,
+    /// what codex keeps of a compacted span).
+    pub lead: Vec<usize>,
 }
 
 impl<'a> Projected<'a> {
@@ -195,6 +211,8 @@ impl<'a> Projected<'a> {
             Stand::Generated(_) => return self.made_text.clone(),
         };
         Some(match &self.made_text {
+            // Text made to open it on its own line (codex's prefix).
+            Some(made) if made.ends_with('\n') => format!("{made}{own}"),
             Some(made) => format!("{made}\n\n{own}"),
             None => own,
         })
@@ -279,9 +297,15 @@ pub struct State {
     pub made: Option<(Span, String)>,
     /// Block: compacted through this seq.
     pub block_through: Option<i64>,
-    /// Opencode: the tool results pruned, with the call that pruned them, by seq.
+    /// Tool results cleared (opencode's prune, claude-code's microcompact),
+    /// with the call that cleared them, by seq.
     pub pruned: Arc<Vec<(i64, i64)>>,
+    /// Opencode: the log's marker event the split ends before, where one does.
+    pub marker: Option<i64>,
     pub previous_last_seq: Option<i64>,
+    /// The call before (its id), and the tokens it was projected with.
+    pub previous_call: Option<i64>,
+    pub previous_total: u64,
     pub previous_compacted: bool,
     pub previous_stand: Option<Stand>,
     pub last_fired_ts: Option<String>,
@@ -321,8 +345,12 @@ pub fn project<'a>(
         Preset::Tiered => trim::tiered(context, &budget, &policy.tiered, &mut fired),
         Preset::Structural => trim::structural(context, &policy.structural, &mut fired),
         Preset::Block => block::project(context, &budget, policy, state, &mut fired),
-        Preset::Opencode => opencode::project(context, &budget, policy, state, &mut fired),
-        Preset::Recorded => recorded::project(context),
+        Preset::Opencode => presets::opencode::project(context, &budget, policy, state, &mut fired),
+        Preset::Recorded => presets::recorded::project(context),
+        Preset::Codex => presets::codex::project(context, &budget, policy, state, &mut fired),
+        Preset::ClaudeCode => {
+            presets::claude_code::project(context, &budget, policy, state, &mut fired)
+        }
     };
     // A compaction: what stands in for the oldest span changed, the block
     // moved, or a byte-rule preset or opencode's prune cut something.
@@ -334,16 +362,18 @@ pub fn project<'a>(
         context.stand.is_some() && covers(context.stand) != covers(state.previous_stand);
     let cut = matches!(
         policy.preset,
-        Preset::Tiered | Preset::Structural | Preset::Opencode
+        Preset::Tiered | Preset::Structural | Preset::Opencode | Preset::ClaudeCode
     ) && !fired.is_empty();
     let compacted = stand_moved || before != state.block_through || cut;
     if !fired.is_empty() {
         state.last_fired_ts = Some(call.ts.clone());
     }
     state.previous_last_seq = Some(call.last_seq);
+    state.previous_call = Some(call.id);
     state.previous_compacted = compacted;
     state.previous_stand = context.stand;
     let mut projected = reducers::layout(context, budget);
+    state.previous_total = projected.total_tokens;
     projected.fired = fired;
     projected.compacted = compacted;
     Ok(projected)

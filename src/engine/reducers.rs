@@ -376,7 +376,7 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
         order_tokens.push(tokens);
     };
     let mut errors = ctx.errors.clone();
-    let mut injections = ctx.synthetic.clone();
+    let mut injections = Vec::new();
     let mut injected = 0;
     match ctx.sent.as_deref() {
         // The record, as it was sent.
@@ -444,13 +444,17 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
         counts: ctx.counts,
         fired: Vec::new(),
         compacted: false,
+        stand_role: ctx.around.role,
+        around_stand: ctx.around.before.len() + ctx.around.after.len(),
+        lead: ctx.around.events.clone(),
         sent: ctx.sent,
     }
 }
 
 /// The context in send order (docs/contract.md §6, order): the system prompt,
-/// what stands in for the oldest span, pinned events, the tail, then the
-/// engine's messages and the host's injections; the tokens injected.
+/// what stands in for the oldest span (with the events and messages a preset
+/// puts around it), pinned events, the tail, then the host's injections;
+/// the tokens injected.
 fn lay_out(
     ctx: &Context,
     budget: &Budget,
@@ -466,6 +470,24 @@ fn lay_out(
             ctx.slots[ix].tokens,
         );
     }
+    let around = &ctx.around;
+    for &ix in around.events.iter().filter(|&ix| sent(ix)) {
+        push(
+            ItemRef::Event(ix, ctx.slots[ix].status),
+            ctx.slots[ix].tokens,
+        );
+    }
+    // The engine's own messages are the policy's words, the same every call.
+    let mut own = |made: &[Injection], push: &mut dyn FnMut(ItemRef, u64)| {
+        for injection in made {
+            push(
+                ItemRef::Injection(injections.len()),
+                ctx.counts.fixed_text(&injection.content),
+            );
+            injections.push(injection.clone());
+        }
+    };
+    own(&around.before, push);
     let made = ctx.made_text.as_deref().map_or(0, |t| ctx.counts.text(t));
     match ctx.stand {
         Some(Stand::Summary(ix)) => push(ItemRef::Summary(ix), summary_tokens(ctx, ix) + made),
@@ -476,20 +498,16 @@ fn lay_out(
         Some(Stand::Generated(span)) => push(ItemRef::Generated(span), made),
         None => {}
     }
-    let pinned = (first..ctx.events.len()).filter(|ix| ctx.slots[*ix].status == Status::Pinned);
-    for ix in pinned {
-        push(ItemRef::Event(ix, Status::Pinned), ctx.slots[ix].tokens);
+    own(&around.after, push);
+    let tail = (first..ctx.events.len()).filter(|ix| sent(ix) && !around.events.contains(ix));
+    let (pinned, rest): (Vec<usize>, Vec<usize>) =
+        tail.partition(|&ix| ctx.slots[ix].status == Status::Pinned);
+    for ix in pinned.into_iter().chain(rest) {
+        push(
+            ItemRef::Event(ix, ctx.slots[ix].status),
+            ctx.slots[ix].tokens,
+        );
     }
-    for ix in (first..ctx.events.len()).filter(sent) {
-        if ctx.slots[ix].status != Status::Pinned {
-            push(
-                ItemRef::Event(ix, ctx.slots[ix].status),
-                ctx.slots[ix].tokens,
-            );
-        }
-    }
-
-    // The engine's own messages come first, then the host's injections.
     let own = injections.len();
     match ctx.call.parsed_injections() {
         Ok(recorded) => injections.extend(recorded),
@@ -501,17 +519,12 @@ fn lay_out(
         }
     };
     let mut injected = 0;
-    for (i, injection) in injections.iter().enumerate() {
+    for (i, injection) in injections.iter().enumerate().skip(own) {
         let tokens = match injection.tokens {
             Some(t) => t.max(0) as u64,
-            // The engine's own messages are the policy's words, the same every call.
-            None if i < own => ctx.counts.fixed_text(&injection.content),
             None => ctx.counts.text(&injection.content),
         };
         push(ItemRef::Injection(i), tokens);
-        if i < own {
-            continue;
-        }
         injected += tokens;
         if tokens > budget.injection_reserve {
             errors.push(CallError {

@@ -141,7 +141,7 @@ impl Projected<'_> {
                     }
                 }
                 ItemRef::Summary(_) | ItemRef::Generated(_) => Item {
-                    role: "user",
+                    role: self.stand_role,
                     kind: "summary",
                     seqs: self.covered_seqs(),
                     call_id: None,
@@ -152,7 +152,7 @@ impl Projected<'_> {
                     text: self.stand_text().unwrap_or_default(),
                 },
                 ItemRef::Placeholder(_) => Item {
-                    role: "user",
+                    role: self.stand_role,
                     kind: "placeholder",
                     seqs: self.covered_seqs(),
                     call_id: None,

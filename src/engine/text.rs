@@ -28,6 +28,29 @@ pub fn cut_text(content: &str, cut: Cut) -> Option<String> {
                 total - keep
             ))
         }
+        Cut::Middle(tokens) => {
+            let budget = tokens as usize * 4;
+            if content.len() <= budget {
+                return None;
+            }
+            let floor = |mut at: usize| {
+                while !content.is_char_boundary(at) {
+                    at -= 1;
+                }
+                at
+            };
+            let head = floor(budget / 2);
+            let mut tail = content.len() - (budget - budget / 2);
+            while !content.is_char_boundary(tail) {
+                tail += 1;
+            }
+            let cut = (content.len() - budget).div_ceil(4);
+            Some(format!(
+                "{}…{cut} tokens truncated…{}",
+                &content[..head],
+                &content[tail..]
+            ))
+        }
         Cut::HeadLines(lines) => {
             let total = content.lines().count();
             let keep = lines as usize;

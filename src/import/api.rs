@@ -211,7 +211,7 @@ pub fn rebuild(
     } = import;
     let draft = sessions.last_mut().expect("just added");
     // What the host did is what it sent: each call is its record.
-    draft.policy = Some(r#"{"preset":"recorded"}"#);
+    draft.policy = Some(r#"{"preset":"recorded"}"#.into());
     let mut ts = created;
     for e in &exchanges {
         ts = time(e).unwrap_or(ts);

@@ -196,7 +196,8 @@ fn read_session(
         sessions, warnings, ..
     } = import;
     let draft = sessions.last_mut().expect("just added");
-    draft.policy = Some(super::COMPACT_AT_MARKER);
+    draft.markers_unsent = true;
+    draft.policy = Some(CLAUDE_CODE.into());
     let mut calls: HashMap<String, usize> = HashMap::new();
     let mut compaction: Option<i64> = None;
     let mut micro: Vec<String> = Vec::new();
@@ -269,12 +270,26 @@ fn read_session(
                         .and_then(|m| m.get("compactedToolIds"))
                         .or_else(|| line.get("compactedToolIds"))
                         .and_then(Value::as_array);
-                    micro.extend(
-                        ids.into_iter()
-                            .flatten()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string),
-                    );
+                    let ids: Vec<String> = ids
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect();
+                    // When the host cleared each result, for the claude-code preset.
+                    for event in draft.events.iter_mut().filter(|e| {
+                        e.kind == Kind::ToolResult
+                            && e.call_id.as_ref().is_some_and(|c| ids.contains(c))
+                    }) {
+                        let mut meta: serde_json::Map<String, Value> = event
+                            .meta
+                            .as_deref()
+                            .and_then(|m| serde_json::from_str(m).ok())
+                            .unwrap_or_default();
+                        meta.insert("cleared_at".into(), json!(ts));
+                        event.meta = Some(Value::Object(meta).to_string());
+                    }
+                    micro.extend(ids);
                 }
                 Some(other) => draft.unmapped(&format!("system:{other}")),
                 None => draft.unmapped("system"),
@@ -314,6 +329,10 @@ fn add_micro_evictions(draft: &mut Draft, ids: &[String]) {
         call.evictions = Value::Array(evictions).to_string();
     }
 }
+
+/// The policy recorded with Claude Code's calls: the host's own preset, on
+/// the window of the models it runs (200,000 tokens).
+const CLAUDE_CODE: &str = r#"{"preset":"claude-code","budget":{"context_window":200000}}"#;
 
 fn user(draft: &mut Draft, message: Option<&Value>, ts: &str, line: &Value) {
     let Some(content) = message.map(|m| &m["content"]) else {

@@ -11,7 +11,12 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::{ABSENT, Counts, EventExtra, Import, json_lines, text_of};
+use crate::engine::presets::codex as codex_preset;
 use crate::model::Kind;
+use crate::policy::Policy;
+
+/// The window of Codex's models (272,000) where a rollout does not say.
+const DEFAULT_WINDOW: u64 = 272_000;
 
 pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
     let lines = json_lines(src, import)?;
@@ -52,7 +57,15 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
         sessions, warnings, ..
     } = import;
     let draft = sessions.last_mut().expect("just added");
-    draft.policy = Some(super::COMPACT_AT_MARKER);
+    // Rollouts give the window less Codex's 5% reserve; the preset wants the window.
+    let window = lines
+        .iter()
+        .find_map(|(_, l)| l["payload"]["info"]["model_context_window"].as_u64())
+        .map_or(DEFAULT_WINDOW, |effective| effective * 100 / 95);
+    draft.markers_unsent = true;
+    draft.policy = Some(format!(
+        r#"{{"preset":"codex","budget":{{"context_window":{window}}}}}"#
+    ));
     if let Some(text) = meta_line.and_then(|p| p["base_instructions"]["text"].as_str()) {
         draft.push(
             Kind::System,
@@ -193,6 +206,12 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
                 };
                 if end >= 1 {
                     draft.summary(end, text, &ts, Some("codex compaction".into()));
+                    // What Codex keeps of the span: its initial context and newest user messages.
+                    let events = &draft.events[..end as usize];
+                    draft.kept = codex_preset::kept(events, &Policy::default().codex)
+                        .into_iter()
+                        .map(|(ix, cut)| (ix as i64 + 1, cut.is_some()))
+                        .collect();
                 }
             }
             other => draft.unmapped(other),

@@ -18,11 +18,6 @@ use serde_json::{Map, Value, json};
 use crate::log::Writer;
 use crate::model::{Event, Kind, ModelCall, Session, Summary, Usage};
 
-/// The policy recorded with the calls of tools that keep tool results whole
-/// and compact where their transcript says they did (a `compaction` event),
-/// into the summary they recorded: Claude Code and Codex, in ctxlens's words.
-pub const COMPACT_AT_MARKER: &str = r#"{"preset":"pipeline","budget":{"context_window":200000},"tool_results":{"keep_turns":1000000},"trigger":{"over_target":false,"on_request":true}}"#;
-
 /// The formats `ctxlens import` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -80,9 +75,15 @@ pub struct Draft {
     /// What the source held that has no place in the log, by kind.
     pub unmapped: Map<String, Value>,
     /// The policy recorded with each call: the source tool's behaviour in ctxlens's words.
-    pub policy: Option<&'static str>,
+    pub policy: Option<String>,
     /// The newest compaction: its summary (by position) and the last position it covers.
     pub pivot: Option<(usize, i64)>,
+    /// Positions inside the pivot's span the host kept after compacting
+    /// (Codex's user messages), each with whether it was cut.
+    pub kept: Vec<(i64, bool)>,
+    /// Whether the host's compaction markers are not sent to the model
+    /// (Claude Code's and Codex's are not; OpenCode's are).
+    pub markers_unsent: bool,
     /// Each tool call's tool, by call id, so its result can name it.
     tools: std::collections::HashMap<String, String>,
     turn: i64,
@@ -546,9 +547,30 @@ impl Draft {
         // After a compaction, the call was sent its summary in place of what it covers.
         let (summary_id, evictions) = match self.pivot {
             Some((ix, end)) => {
+                let kept = |p: i64| self.kept.iter().find(|k| k.0 == p).map(|k| k.1);
                 let covered: Vec<Value> = (self.first_dialogue()..=end)
-                    .map(|p| json!({"seq": p, "action": "summarized", "reducer": "summary"}))
+                    .filter_map(|p| match kept(p) {
+                        None => {
+                            Some(json!({"seq": p, "action": "summarized", "reducer": "summary"}))
+                        }
+                        Some(true) => {
+                            Some(json!({"seq": p, "action": "truncated", "reducer": "codex"}))
+                        }
+                        Some(false) => None,
+                    })
                     .collect();
+                let mut covered = covered;
+                if self.markers_unsent {
+                    let markers = (end + 1..=last).filter(|&p| {
+                        self.events
+                            .get(p as usize - 1)
+                            .is_some_and(|e| e.kind == Kind::Compaction)
+                    });
+                    covered.extend(
+                        markers
+                            .map(|p| json!({"seq": p, "action": "dropped", "reducer": "marker"})),
+                    );
+                }
                 (Some(ix as i64), Value::Array(covered).to_string())
             }
             None => (None, "[]".to_string()),
@@ -563,7 +585,7 @@ impl Draft {
             last_seq: last,
             ts: ts.to_string(),
             model,
-            policy: self.policy.map(str::to_string),
+            policy: self.policy.clone(),
             summary_id,
             evictions,
             injections: "[]".into(),
@@ -584,6 +606,7 @@ impl Draft {
     pub fn summary(&mut self, to: i64, content: String, ts: &str, by: Option<String>) -> usize {
         let from = self.first_dialogue();
         self.pivot = Some((self.summaries.len(), to));
+        self.kept.clear();
         let version = self.summaries.len() as i64 + 1;
         self.summaries.push(Summary {
             id: 0,

@@ -318,7 +318,7 @@ fn read_session(import: &mut Import, stored: Stored, src: &Path) {
     } = import;
     let draft = sessions.last_mut().expect("just added");
     draft.session.title = s["title"].as_str().map(str::to_string);
-    draft.policy = Some(r#"{"preset":"opencode"}"#);
+    draft.policy = Some(r#"{"preset":"opencode"}"#.into());
     let mut marker: Option<i64> = None;
     // Outputs cleared by prune: (position, time cleared).
     let mut cleared: Vec<(i64, i64)> = Vec::new();

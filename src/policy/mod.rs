@@ -38,6 +38,9 @@ pub struct Policy {
     pub executive: Executive,
     pub block: Block,
     pub opencode: Opencode,
+    pub codex: Codex,
+    #[serde(rename = "claude-code")]
+    pub claude_code: ClaudeCode,
 }
 
 /// The designs a policy can choose (docs/contract.md §3).
@@ -56,10 +59,12 @@ pub enum Preset {
     Executive,
     /// Each call as exactly its audit record.
     Recorded,
+    Codex,
+    ClaudeCode,
 }
 
 impl Preset {
-    pub const NAMES: [&str; 11] = [
+    pub const NAMES: [&str; 13] = [
         "pipeline",
         "opencode",
         "tiered",
@@ -71,6 +76,8 @@ impl Preset {
         "recent-turns",
         "executive",
         "recorded",
+        "codex",
+        "claude-code",
     ];
 
     /// Whether this preset reads `key` (a dotted policy key): the editor
@@ -82,7 +89,12 @@ impl Preset {
         let table = key.split_once('.').map_or("", |(table, _)| table);
         let own = match self {
             Preset::Pipeline => &["tool_results", "window", "summary", "trigger"][..],
-            Preset::Tiered | Preset::Structural | Preset::Block | Preset::Recorded => &[][..],
+            Preset::Tiered
+            | Preset::Structural
+            | Preset::Block
+            | Preset::Recorded
+            | Preset::Codex
+            | Preset::ClaudeCode => &[][..],
             Preset::Opencode => &["summary"][..],
             _ => &["summary", "trigger"][..],
         };
@@ -111,6 +123,8 @@ impl Preset {
             Preset::RecentTurns => "recent-turns",
             Preset::Executive => "executive",
             Preset::Recorded => "recorded",
+            Preset::Codex => "codex",
+            Preset::ClaudeCode => "claude-code",
         }
     }
 }
@@ -307,9 +321,12 @@ pub enum Scope {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Opencode {
+    pub variant: Variant,
     pub output_limit: u64,
     pub output_cap: u64,
     pub auto: bool,
+    pub reserved: u64,
+    pub preserve_recent: u64,
     pub prune: bool,
     pub prune_protect: u64,
     pub prune_minimum: u64,
@@ -317,6 +334,41 @@ pub struct Opencode {
     pub protected_tools: Vec<String>,
     pub cleared: String,
     pub continue_message: String,
+}
+
+/// OpenAI Codex CLI's compaction (the codex preset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Codex {
+    /// Compact when the count reaches this; 0: 9/10 of the context window.
+    pub auto_compact_limit: u64,
+    /// The newest real user messages kept after a compaction, in tokens (bytes / 4).
+    pub user_message_max_tokens: u64,
+    /// What the summary message opens with.
+    pub summary_prefix: String,
+}
+
+/// Claude Code's compaction (the claude-code preset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClaudeCode {
+    /// The model's output limit; 0: budget.output_reserve.
+    pub max_output: u64,
+    pub output_cap: u64,
+    pub buffer: u64,
+    pub microcompact: bool,
+    pub idle_minutes: u64,
+    pub keep_recent: u64,
+    pub compactable_tools: Vec<String>,
+    pub cleared: String,
+}
+
+/// Which OpenCode the opencode preset follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Variant {
+    /// The portable design: usable from the output cap, overflow on `>`.
+    Seed,
+    /// Today's upstream: a reserve below usable, overflow on `>=`, a kept tail.
+    Current,
 }
 
 /// Where a policy value came from, for error messages.
@@ -394,26 +446,17 @@ impl Policy {
 
     /// The usable and target budgets (docs/contract.md §3 and the README, Budget),
     /// measured with the keys' line only (no fit).
-    /// The opencode preset has its own (as OpenCode does): its output reserve is
-    /// min(the model's output limit, output_cap), the limit being
-    /// `opencode.output_limit`, or `budget.output_reserve` while that is 0;
-    /// and it compacts only past usable itself.
+    /// The opencode preset has its own, as OpenCode does (see its `Limits`),
+    /// and no safety margin.
     pub fn budget(&self) -> Budget {
         let b = &self.budget;
         let opencode = self.preset == Preset::Opencode;
-        let reserve = if opencode {
-            let o = &self.opencode;
-            match o.output_limit {
-                0 => b.output_reserve.min(o.output_cap),
-                limit => limit.min(o.output_cap),
-            }
-        } else {
-            b.output_reserve
-        };
-        let usable = if b.input_limit > 0 {
+        let usable = if opencode {
+            crate::engine::presets::opencode::Limits::of(self).usable(&self.opencode)
+        } else if b.input_limit > 0 {
             b.input_limit
         } else {
-            b.context_window.saturating_sub(reserve)
+            b.context_window.saturating_sub(b.output_reserve)
         };
         let reducible = usable.saturating_sub(b.injection_reserve);
         let margin = if opencode { 0.0 } else { b.safety_margin };
@@ -635,7 +678,9 @@ impl PolicyBuilder {
                 format!("{} is not in [0, 1)", b.safety_margin),
             ));
         }
-        if policy.budget().usable == 0 {
+        // OpenCode takes a context window of 0 for "unknown": it never compacts.
+        let unknown_window = policy.preset == Preset::Opencode && b.context_window == 0;
+        if policy.budget().usable == 0 && !unknown_window {
             let opencode = policy.preset == Preset::Opencode;
             let (reserve_key, reserve) = if opencode {
                 ("opencode.output_cap", policy.opencode.output_cap)
@@ -899,6 +944,7 @@ pub fn allowed_values(key: &str) -> Option<&'static [&'static str]> {
         "budget.calibrate" => Some(&["off", "session"]),
         "trigger.combine" => Some(&["any", "all"]),
         "block.scope" => Some(&["fixed", "token-budget"]),
+        "opencode.variant" => Some(&["seed", "current"]),
         k if k == "tool_results.mode" || k.ends_with(".mode") => Some(&["age", "count"]),
         _ => None,
     }

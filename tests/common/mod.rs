@@ -152,10 +152,11 @@ pub fn project<'a>(log: &'a SessionLog, policy: &Policy, call: i64) -> Projected
         .unwrap()
 }
 
-/// The status the projection gave the event with this seq.
+/// The status the projection gave the event with this seq ("future" when
+/// the call did not see it).
 pub fn status(p: &Projected, seq: i64) -> &'static str {
     let ix = p.session.index_of(seq).unwrap();
-    p.slots[ix].status.as_str()
+    p.slots.get(ix).map_or("future", |s| s.status.as_str())
 }
 
 pub fn reason(p: &Projected, seq: i64) -> String {

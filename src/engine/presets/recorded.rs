@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use super::context::{Context, Why};
-use super::{CallError, ReducerName, Span, Stand, Status};
+use crate::engine::context::{Context, Why};
+use crate::engine::{CallError, ReducerName, Span, Stand, Status};
 use crate::record::{Found, Sent};
 
 pub fn project(mut ctx: Context) -> Context {

@@ -1,0 +1,167 @@
+//! Preset `claude-code`: Claude Code's compaction (see the README,
+//! claude-code).
+//!
+//! Auto compaction comes before a call when the count Claude Code checks,
+//! the previous call's reported input (cache included) and output plus
+//! characters/4 of what was added since, reaches the window less the output
+//! reserve (at most `output_cap`) and a buffer: everything before the call
+//! is summarized, and the summary is sent as a user message. Microcompact:
+//! after an idle gap, all but the newest compactable tool results are
+//! cleared. The log's own compactions and microcompactions are followed
+//! while `trigger.on_request`.
+
+use std::sync::Arc;
+
+use super::{drop_markers, estimate, marker_after};
+use crate::engine::context::{Context, Why};
+use crate::engine::split::collapse;
+use crate::engine::{ReducerName, Span, State, Status, seconds};
+use crate::model::{Event, Kind};
+use crate::policy::{Budget, ClaudeCode, Policy};
+
+/// The count at which Claude Code compacts: the window less the output
+/// reserve (at most `output_cap`) and the buffer.
+pub fn threshold(policy: &Policy) -> u64 {
+    let c = &policy.claude_code;
+    let max_output = match c.max_output {
+        0 => policy.budget.output_reserve,
+        n => n,
+    };
+    policy
+        .budget
+        .context_window
+        .saturating_sub(max_output.min(c.output_cap))
+        .saturating_sub(c.buffer)
+}
+
+pub fn project<'a>(
+    mut ctx: Context<'a>,
+    budget: &Budget,
+    policy: &Policy,
+    state: &mut State,
+    fired: &mut Vec<&'static str>,
+) -> Context<'a> {
+    let c = &policy.claude_code;
+    let first = ctx.first_dialogue();
+    let n = ctx.events.len();
+    if let Some(ix) = marker_after(&ctx, state, policy) {
+        fired.push("marker");
+        state.split = Some(Span {
+            from_seq: ctx.events[first].seq,
+            to_seq: ctx.events[ix - 1].seq,
+        });
+        state.marker = Some(ctx.events[ix].seq);
+    } else if n > first
+        && count(&ctx, budget, state).is_some_and(|count| count >= threshold(policy))
+        && state.split.is_none_or(|s| s.to_seq < ctx.events[n - 1].seq)
+    {
+        fired.push("auto_compact");
+        state.split = Some(Span {
+            from_seq: ctx.events[first].seq,
+            to_seq: ctx.events[n - 1].seq,
+        });
+    }
+    ctx.before_summary = ctx.event_tokens();
+    if let Some(span) = state.split {
+        ctx = collapse(ctx, span, policy.summary.use_recorded);
+    }
+    drop_markers(&mut ctx, ReducerName::ClaudeCode);
+    if c.microcompact && idle(&ctx, state, c) {
+        microcompact(&ctx, c, state, fired);
+    }
+    clear(&mut ctx, c, state, policy.trigger.on_request);
+    ctx
+}
+
+/// What Claude Code counts before this call: the previous call's reported
+/// input and output (or, without usage, the estimate it was projected
+/// with), plus characters/4 of the messages added since that are not the
+/// model's own output.
+fn count(ctx: &Context, budget: &Budget, state: &State) -> Option<u64> {
+    let previous = ctx.session.call(state.previous_call?)?;
+    let u = previous.usage;
+    let reported = match u.input_tokens {
+        Some(input) => (input.max(0) + u.output_tokens.unwrap_or(0).max(0)) as u64,
+        None => budget.provider(state.previous_total),
+    };
+    let since = ctx.events.partition_point(|e| e.seq <= previous.last_seq);
+    let added: u64 = ctx.events[since..]
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::User | Kind::ToolResult | Kind::System))
+        .map(|e| estimate(&e.content))
+        .sum();
+    Some(reported + added)
+}
+
+/// Whether more than `idle_minutes` passed since the previous call.
+fn idle(ctx: &Context, state: &State, c: &ClaudeCode) -> bool {
+    let previous = state.previous_call.and_then(|id| ctx.session.call(id));
+    match (previous.and_then(|p| seconds(&p.ts)), seconds(&ctx.call.ts)) {
+        (Some(then), Some(now)) => now - then > c.idle_minutes as i64 * 60,
+        _ => false,
+    }
+}
+
+fn compactable(event: &Event, c: &ClaudeCode) -> bool {
+    event.kind == Kind::ToolResult
+        && event
+            .tool_name
+            .as_ref()
+            .is_some_and(|t| c.compactable_tools.contains(t))
+}
+
+/// Clears every compactable tool result but the newest `keep_recent`.
+fn microcompact(ctx: &Context, c: &ClaudeCode, state: &mut State, fired: &mut Vec<&'static str>) {
+    let results: Vec<i64> = ctx
+        .events
+        .iter()
+        .filter(|e| compactable(e, c))
+        .map(|e| e.seq)
+        .collect();
+    let old = &results[..results.len().saturating_sub(c.keep_recent as usize)];
+    let new: Vec<(i64, i64)> = old
+        .iter()
+        .filter(|&&seq| state.pruned.binary_search_by_key(&seq, |p| p.0).is_err())
+        .map(|&seq| (seq, ctx.call.id))
+        .collect();
+    if !new.is_empty() {
+        fired.push("microcompact");
+        let all = Arc::make_mut(&mut state.pruned);
+        all.extend(new);
+        all.sort_unstable();
+    }
+}
+
+/// Sends as `cleared` what microcompact cleared, and, while the log's
+/// markers are honoured, what the host cleared before this call.
+fn clear(ctx: &mut Context, c: &ClaudeCode, state: &State, honour: bool) {
+    let tokens = ctx.counts.fixed_text(&c.cleared);
+    let now = chrono::DateTime::parse_from_rfc3339(&ctx.call.ts).ok();
+    for ix in 0..ctx.events.len() {
+        if ctx.slots[ix].status != Status::Verbatim || ctx.events[ix].kind != Kind::ToolResult {
+            continue;
+        }
+        let seq = ctx.events[ix].seq;
+        let why = match state.pruned.binary_search_by_key(&seq, |p| p.0) {
+            Ok(at) => Why::Microcompacted {
+                call: state.pruned[at].1,
+                idle_minutes: c.idle_minutes,
+            },
+            Err(_) if honour && cleared_by_host(&ctx.events[ix], now) => Why::ClearedByHost,
+            Err(_) => continue,
+        };
+        ctx.set(ix, Status::Stubbed, ReducerName::Microcompact, why, tokens);
+    }
+}
+
+/// Whether the host's own microcompaction cleared this result before `now`
+/// (the importer keeps when, as `cleared_at` in its meta).
+fn cleared_by_host(event: &Event, now: Option<chrono::DateTime<chrono::FixedOffset>>) -> bool {
+    let at = event
+        .meta
+        .as_deref()
+        .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+        .and_then(|v| v["cleared_at"].as_str().map(str::to_string))
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok());
+    matches!((at, now), (Some(at), Some(now)) if at <= now)
+}

@@ -1,0 +1,172 @@
+//! Preset `codex`: OpenAI Codex CLI's compaction (see the README, codex).
+//!
+//! Before a call (a new turn, or mid-turn), when the previous call's
+//! reported total plus bytes/4 of what was added since reaches the limit,
+//! the history becomes the initial context (system prompt, environment and
+//! instructions messages), the newest real user messages within a budget
+//! (the one crossing it cut in its middle) in their order, and one user
+//! message: the summary prefix, a line break, the summary. The rest is
+//! dropped into the summary. The log's own compactions are followed while
+//! `trigger.on_request`.
+
+use super::{drop_markers, marker_after};
+use crate::engine::context::{Context, Cut, Why};
+use crate::engine::split::collapse;
+use crate::engine::{ReducerName, Span, State, Status, cut_text};
+use crate::model::{Event, Kind};
+use crate::policy::{Budget, Codex, Policy};
+
+/// Codex's token estimate: bytes / 4, rounded up.
+pub fn approx_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
+/// The count at which Codex compacts: `auto_compact_limit`, at most 9/10 of
+/// the context window.
+pub fn limit(policy: &Policy) -> u64 {
+    let ninety = policy.budget.context_window * 9 / 10;
+    match policy.codex.auto_compact_limit {
+        0 => ninety,
+        n => n.min(ninety),
+    }
+}
+
+/// Messages Codex sends as user messages that are not the user's: the
+/// environment, AGENTS.md and other instructions, each recognised by the
+/// markers it opens and closes with (case aside).
+const CONTEXTUAL: [(&str, &str); 8] = [
+    ("# agents.md instructions for ", "</instructions>"),
+    ("<environment_context>", "</environment_context>"),
+    ("<user_instructions>", "</user_instructions>"),
+    ("<skill>", "</skill>"),
+    ("<user_shell_command>", "</user_shell_command>"),
+    ("<turn_aborted>", "</turn_aborted>"),
+    ("<subagent_notification>", "</subagent_notification>"),
+    ("<additional_context>", "</additional_context>"),
+];
+
+/// Whether a user message is part of the initial context, not the user's.
+pub fn is_contextual(text: &str) -> bool {
+    let text = text.trim().to_ascii_lowercase();
+    CONTEXTUAL
+        .iter()
+        .any(|(open, close)| text.starts_with(open) && text.ends_with(close))
+}
+
+/// What Codex keeps of `events` (the history up to a compaction): the
+/// initial context (system events and contextual user messages), and the
+/// newest real user messages within `max_tokens`, each with the tokens it
+/// is cut to when it crossed the limit. Earlier summaries are not kept.
+pub fn kept(events: &[Event], x: &Codex) -> Vec<(usize, Option<u64>)> {
+    let mut out = Vec::new();
+    let mut users = Vec::new();
+    for (ix, e) in events.iter().enumerate() {
+        match e.kind {
+            Kind::System => out.push((ix, None)),
+            Kind::User if is_contextual(&e.content) => out.push((ix, None)),
+            Kind::User if !e.content.starts_with(&x.summary_prefix) => users.push(ix),
+            _ => {}
+        }
+    }
+    let mut left = x.user_message_max_tokens;
+    for &ix in users.iter().rev() {
+        if left == 0 {
+            break;
+        }
+        let tokens = approx_tokens(&events[ix].content);
+        if tokens <= left {
+            out.push((ix, None));
+            left -= tokens;
+        } else {
+            out.push((ix, Some(left)));
+            break;
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+pub fn project<'a>(
+    mut ctx: Context<'a>,
+    budget: &Budget,
+    policy: &Policy,
+    state: &mut State,
+    fired: &mut Vec<&'static str>,
+) -> Context<'a> {
+    let x = &policy.codex;
+    let first = ctx.first_dialogue();
+    let n = ctx.events.len();
+    if let Some(ix) = marker_after(&ctx, state, policy) {
+        fired.push("marker");
+        state.split = Some(Span {
+            from_seq: ctx.events[first].seq,
+            to_seq: ctx.events[ix - 1].seq,
+        });
+        state.marker = Some(ctx.events[ix].seq);
+    } else if n > first
+        && count(&ctx, budget, state).is_some_and(|count| count >= limit(policy))
+        && state.split.is_none_or(|s| s.to_seq < ctx.events[n - 1].seq)
+    {
+        fired.push("auto_compact");
+        state.split = Some(Span {
+            from_seq: ctx.events[first].seq,
+            to_seq: ctx.events[n - 1].seq,
+        });
+    }
+    ctx.before_summary = ctx.event_tokens();
+    drop_markers(&mut ctx, ReducerName::Codex);
+    let Some(span) = state.split else {
+        return ctx;
+    };
+    ctx = collapse(ctx, span, policy.summary.use_recorded);
+    let end = ctx.events.partition_point(|e| e.seq <= span.to_seq);
+    let why = Why::CodexKept {
+        max_tokens: x.user_message_max_tokens,
+    };
+    for (ix, cut) in kept(&ctx.events[..end], x) {
+        if ix < first {
+            continue;
+        }
+        let tokens = ctx.raw_tokens(ix);
+        ctx.set(ix, Status::Pinned, ReducerName::Codex, why, tokens);
+        // Cut as Codex cuts, even where its marker makes the text no shorter.
+        if let Some(left) = cut {
+            let cut = Cut::Middle(left as u32);
+            let content = &ctx.events[ix].content;
+            if let Some(tokens) = ctx.counts.altered(ix, Some(cut), || cut_text(content, cut)) {
+                ctx.set(ix, Status::Truncated, ReducerName::Codex, why, tokens);
+                ctx.slots[ix].cut = cut;
+            }
+        }
+        ctx.around.events.push(ix);
+    }
+    let summarized = ctx.stand.is_some_and(|stand| match stand {
+        crate::engine::Stand::Summary(s) => ctx.session.summaries[s]
+            .content
+            .starts_with(&x.summary_prefix),
+        _ => false,
+    });
+    if !summarized {
+        ctx.made_text = Some(format!("{}\n", x.summary_prefix));
+    }
+    ctx
+}
+
+/// What Codex counts before this call: the previous call's reported input
+/// and output (or, without usage, its estimate), plus bytes/4 of what was
+/// added since that the model did not write.
+fn count(ctx: &Context, budget: &Budget, state: &State) -> Option<u64> {
+    let previous = ctx.session.call(state.previous_call?)?;
+    let u = previous.usage;
+    let reported = match u.input_tokens {
+        Some(input) => (input.max(0) + u.output_tokens.unwrap_or(0).max(0)) as u64,
+        None => budget.provider(state.previous_total),
+    };
+    let since = ctx.events.partition_point(|e| e.seq <= previous.last_seq);
+    let added: u64 = ctx.events[since..]
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::User | Kind::ToolResult | Kind::System))
+        .map(|e| approx_tokens(&e.content))
+        .sum();
+    Some(reported + added)
+}

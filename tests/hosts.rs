@@ -1,0 +1,278 @@
+//! The presets named after hosts that compact by their own rules: Codex
+//! (its `compact.rs` and `tests/suite/compact.rs`) and Claude Code (its
+//! auto-compact threshold, microcompact and the real session it predicts).
+
+mod common;
+
+use common::*;
+use ctxlens::engine::presets::{claude_code, codex};
+use ctxlens::engine::{Cut, Projected, cut_text};
+use ctxlens::model::{Kind, Usage};
+
+fn reported(b: &mut LogBuilder, call: i64, input: i64, output: i64) {
+    b.log.calls[call as usize - 1].usage = Usage {
+        input_tokens: Some(input),
+        output_tokens: Some(output),
+        ..Usage::default()
+    };
+}
+
+/// (role, text) of every item sent.
+fn sent(p: &Projected) -> Vec<(String, String)> {
+    let policy = ctxlens::policy::Policy::default();
+    p.render(&policy)
+        .context
+        .into_iter()
+        .map(|i| (i.role.to_string(), i.text))
+        .collect()
+}
+
+// --- codex ---
+
+#[test]
+fn codex_cuts_a_crossing_user_message_in_its_middle_as_codex_does() {
+    // truncate.rs's vectors.
+    let words = "word ".repeat(200);
+    assert_eq!(
+        cut_text(&words, Cut::Middle(16)).unwrap(),
+        "word word word word word word wo…234 tokens truncated…d word word word word word word "
+    );
+    assert_eq!(
+        cut_text(
+            "this is an example of a long output that should be truncated",
+            Cut::Middle(5)
+        )
+        .unwrap(),
+        "this is an…10 tokens truncated… truncated"
+    );
+    assert_eq!(
+        cut_text("abcdef", Cut::Middle(0)).unwrap(),
+        "…2 tokens truncated…"
+    );
+    assert_eq!(cut_text("short", Cut::Middle(2)), None);
+}
+
+#[test]
+fn codex_tells_the_initial_context_from_the_users_messages() {
+    assert!(codex::is_contextual(
+        "# AGENTS.md instructions for project\n\n<INSTRUCTIONS>\ndo things\n</INSTRUCTIONS>"
+    ));
+    assert!(codex::is_contextual(
+        "<ENVIRONMENT_CONTEXT>cwd=/tmp</ENVIRONMENT_CONTEXT>"
+    ));
+    assert!(!codex::is_contextual("real user message"));
+}
+
+#[test]
+fn codex_compacts_at_nine_tenths_and_keeps_the_initial_context_and_user_messages() {
+    let mut b = LogBuilder::new();
+    b.user("<environment_context>cwd=/p</environment_context>");
+    b.user("first task");
+    let first = b.call();
+    b.tool("shell", "a.rs\nb.rs");
+    b.say("two files");
+    b.user("second task");
+    let second = b.call();
+    b.say("done");
+    b.user("third task");
+    let third = b.call();
+    // A window of 1,000: the limit is 900.
+    let policy = policy(&[
+        "preset=\"codex\"",
+        "budget.context_window=1000",
+        "budget.output_reserve=100",
+    ]);
+    reported(&mut b, first, 500, 10);
+    reported(&mut b, second, 880, 19); // 899 plus the new user message: 901
+    let all = project_all(&b.log, &policy);
+    assert!(all[1].fired.is_empty());
+    let at = &all[third as usize - 1];
+    assert_eq!(at.fired, ["auto_compact"]);
+    let texts: Vec<String> = sent(at).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(texts[0], "You are a test agent.");
+    assert_eq!(
+        texts[1..4],
+        [
+            "<environment_context>cwd=/p</environment_context>",
+            "first task",
+            "second task"
+        ]
+    );
+    // The newest user message is in the span too; the summary ends it.
+    assert_eq!(texts[4], "third task");
+    let summary = &texts[5];
+    assert!(summary.starts_with("Another language model started to solve this problem"));
+    assert!(summary.contains("summary to  assist with your own analysis:\n"));
+    assert_eq!(
+        texts.len(),
+        6,
+        "tool calls, results and replies are dropped: {texts:?}"
+    );
+    assert_eq!(codex::limit(&policy), 900);
+}
+
+#[test]
+fn codex_after_two_manual_compactions_keeps_both_user_messages_and_the_newest_summary() {
+    // compact.rs: manual_compact_twice_preserves_latest_user_messages.
+    let prefix = ctxlens::policy::Policy::default().codex.summary_prefix;
+    let mut b = LogBuilder::new();
+    b.user("first manual turn");
+    b.say("FIRST_REPLY");
+    let one = b.push(Kind::Compaction, None, "Conversation compacted");
+    b.summary(1, 2, one - 1, &format!("{prefix}\nFIRST_MANUAL_SUMMARY"));
+    b.user("second manual turn");
+    b.say("SECOND_LARGE_REPLY");
+    let two = b.push(Kind::Compaction, None, "Conversation compacted");
+    b.summary(2, 2, two - 1, &format!("{prefix}\nSECOND_MANUAL_SUMMARY"));
+    b.user("post compact follow-up");
+    let call = b.call();
+    let p = project(&b.log, &policy(&["preset=\"codex\""]), call);
+    let texts: Vec<String> = sent(&p).into_iter().skip(1).map(|(_, t)| t).collect();
+    assert_eq!(
+        texts,
+        [
+            "first manual turn".to_string(),
+            "second manual turn".to_string(),
+            format!("{prefix}\nSECOND_MANUAL_SUMMARY"),
+            "post compact follow-up".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn codex_keeps_user_messages_newest_first_within_the_budget() {
+    let mut b = LogBuilder::new();
+    b.user(&"a".repeat(40)); // 10 tokens
+    b.user(&"b".repeat(40)); // 10
+    b.user(&"c".repeat(24)); // 6
+    let marker = b.push(Kind::Compaction, None, "Conversation compacted");
+    b.summary(1, 2, marker - 1, "S");
+    b.user("next");
+    let call = b.call();
+    let policy = policy(&["preset=\"codex\"", "codex.user_message_max_tokens=12"]);
+    let p = project(&b.log, &policy, call);
+    let texts: Vec<String> = sent(&p).into_iter().skip(1).map(|(_, t)| t).collect();
+    // c whole (6), then b cut to the 6 left; a is not kept.
+    assert_eq!(texts[0], "bbbbbbbbbbbb…4 tokens truncated…bbbbbbbbbbbb");
+    assert_eq!(texts[1], "c".repeat(24));
+    assert!(texts[2].ends_with("\nS"));
+    assert_eq!(texts[3], "next");
+    assert_eq!(status(&p, 2), "summarized");
+    assert_eq!(status(&p, 3), "truncated");
+    assert_eq!(status(&p, marker), "dropped", "the marker is not sent");
+}
+
+// --- claude-code ---
+
+#[test]
+fn claude_code_compacts_when_its_count_reaches_the_window_less_33000() {
+    let policy = policy(&["preset=\"claude-code\""]);
+    assert_eq!(claude_code::threshold(&policy), 167_000);
+    let mut b = LogBuilder::new();
+    b.user("start");
+    let first = b.call();
+    b.tool("Read", &"x".repeat(400)); // 100 tokens added after the call
+    let second = b.call();
+    b.say("ok");
+    b.user("more"); // 1
+    let third = b.call();
+    reported(&mut b, first, 166_850, 49); // 166,899 + 100 = 166,999: below
+    reported(&mut b, second, 166_950, 49); // 166,999 + 1 = 167,000: reached
+    let all = project_all(&b.log, &policy);
+    assert!(all[1].fired.is_empty() && all[1].stand.is_none());
+    let at = &all[third as usize - 1];
+    assert_eq!(at.fired, ["auto_compact"]);
+    // Everything before the call is summarized; the summary is a user message.
+    let items = sent(at);
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[1].0, "user");
+    assert!(at.needs_summary.is_some());
+}
+
+#[test]
+fn claude_code_microcompact_clears_all_but_the_newest_five_after_an_idle_hour() {
+    let mut b = LogBuilder::new();
+    b.user("go");
+    let mut results = Vec::new();
+    for _ in 0..7 {
+        results.push(b.tool("Read", "contents"));
+    }
+    b.call();
+    // Over an hour later (the builder's clock is 10 s a seq).
+    for _ in 0..400 {
+        b.push(Kind::Reasoning, None, "…");
+    }
+    b.user("back");
+    b.call();
+    let on = policy(&["preset=\"claude-code\"", "claude-code.microcompact=true"]);
+    let all = project_all(&b.log, &on);
+    let cleared: Vec<&str> = results.iter().map(|&r| status(&all[1], r)).collect();
+    assert_eq!(
+        cleared,
+        [
+            "stubbed", "stubbed", "verbatim", "verbatim", "verbatim", "verbatim", "verbatim"
+        ]
+    );
+    assert_eq!(all[1].fired, ["microcompact"]);
+    assert!(results.iter().all(|&r| status(&all[0], r) == "verbatim"));
+    // Off by default.
+    let off = policy(&["preset=\"claude-code\""]);
+    assert!(project_all(&b.log, &off).iter().all(|p| p.fired.is_empty()));
+}
+
+/// The real session with one auto compaction: the host compacted before its
+/// 62nd call; the preset, ignoring the log's marker, predicts the same call.
+#[test]
+fn claude_code_predicts_the_real_sessions_auto_compaction() {
+    let Some(src) = data("claude-code/spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl") else {
+        return;
+    };
+    let dir = tempfile::TempDir::new().unwrap();
+    let log = dir.path().join("cc.db");
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args(["import", "claude-code"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0));
+    let replay = |extra: &[&str]| -> serde_json::Value {
+        let run = assert_cmd::Command::cargo_bin("ctxlens")
+            .unwrap()
+            .arg("replay")
+            .arg(&log)
+            .args(["--json", "--set", "preset=claude-code"])
+            .args(extra)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&run.stdout).unwrap()
+    };
+    let compacted = |r: &serde_json::Value| -> Vec<i64> {
+        r["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["compacted"] == true)
+            .map(|c| c["call"].as_i64().unwrap())
+            .collect()
+    };
+    let host = replay(&[]);
+    assert_eq!(host["diverging"], 0, "the record replays");
+    assert_eq!(compacted(&host), [62]);
+    let predicted = replay(&["--set", "trigger.on_request=false"]);
+    assert_eq!(compacted(&predicted), [62]);
+}
+
+fn data(path: &str) -> Option<std::path::PathBuf> {
+    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(path);
+    if full.exists() {
+        Some(full)
+    } else {
+        eprintln!("skipped: {} is absent", full.display());
+        None
+    }
+}
