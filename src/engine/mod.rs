@@ -4,7 +4,6 @@
 //! The `pipeline` policy is a reducer pipeline, run cheap to expensive:
 //! tool-result retention, the sliding window, then the summary; layout last.
 
-mod block;
 mod context;
 pub mod presets;
 pub mod pretrim;
@@ -323,35 +322,8 @@ pub fn project<'a>(
     let context = Context::new(session, call, Arc::clone(counts));
     let before = state.block_through;
     let mut fired = Vec::new();
-    let context = match policy.preset {
-        Preset::Pipeline => {
-            let (context, ()) =
-                reducers::ToolResults(&policy.tool_results).reduce(context, &budget, ());
-            let (context, ()) = reducers::Window(&policy.window).reduce(context, &budget, ());
-            fired = trigger::fired(&context, &budget, policy, state);
-            let summary = reducers::SummaryReducer {
-                policy: &policy.summary,
-                fired: !fired.is_empty(),
-            };
-            let (context, next) = summary.reduce(context, &budget, state.clone());
-            *state = next;
-            context
-        }
-        Preset::PreserveUser
-        | Preset::TokenFraction
-        | Preset::RecentTurns
-        | Preset::Adaptive
-        | Preset::Executive => split::project(context, &budget, policy, state, &mut fired),
-        Preset::Tiered => trim::tiered(context, &budget, &policy.tiered, &mut fired),
-        Preset::Structural => trim::structural(context, &policy.structural, &mut fired),
-        Preset::Block => block::project(context, &budget, policy, state, &mut fired),
-        Preset::Opencode => presets::opencode::project(context, &budget, policy, state, &mut fired),
-        Preset::Recorded => presets::recorded::project(context),
-        Preset::Codex => presets::codex::project(context, &budget, policy, state, &mut fired),
-        Preset::ClaudeCode => {
-            presets::claude_code::project(context, &budget, policy, state, &mut fired)
-        }
-    };
+    let design = presets::of(policy.preset);
+    let context = (design.project)(context, &budget, policy, state, &mut fired);
     // A compaction: what stands in for the oldest span changed, the block
     // moved, or a byte-rule preset or opencode's prune cut something.
     let covers = |stand: Option<Stand>| match stand? {

@@ -87,27 +87,17 @@ impl Preset {
             return self.honours_markers();
         }
         let table = key.split_once('.').map_or("", |(table, _)| table);
-        let own = match self {
-            Preset::Pipeline => &["tool_results", "window", "summary", "trigger"][..],
-            Preset::Tiered
-            | Preset::Structural
-            | Preset::Block
-            | Preset::Recorded
-            | Preset::Codex
-            | Preset::ClaudeCode => &[][..],
-            Preset::Opencode => &["summary"][..],
-            _ => &["summary", "trigger"][..],
-        };
-        table.is_empty() || table == "budget" || table == self.name() || own.contains(&table)
+        let design = crate::engine::presets::of(self);
+        table.is_empty()
+            || table == "budget"
+            || table == self.name()
+            || design.reads.contains(&table)
     }
 
     /// Whether this preset compacts at the log's `compaction` markers
     /// (while `trigger.on_request` is true).
     pub fn honours_markers(self) -> bool {
-        !matches!(
-            self,
-            Preset::Tiered | Preset::Structural | Preset::Block | Preset::Recorded
-        )
+        crate::engine::presets::of(self).markers
     }
 
     pub fn name(self) -> &'static str {

@@ -1,18 +1,90 @@
-//! Presets that follow one host or source each, a file apiece: what the
-//! host does to its context before each call, in the engine's terms (slots,
-//! what stands for the oldest span, the state carried to the next call).
-//! The designs that share their machinery (the pipeline's reducers, the
-//! split, trim and block presets) stay beside it in `engine`.
+//! The presets, a file apiece, each through one interface: a [`Design`]
+//! names its preset, the policy tables it reads (its own, named after it,
+//! and `budget`, besides), and how it projects one call: from the call's
+//! context, its budget, the policy and the state the session's earlier
+//! calls left, to the context with every event's disposition, naming the
+//! triggers that fired. Adding a host is adding a file and a row below.
+//! The machinery several share stays beside them in `engine`: the
+//! pipeline's reducers, the split presets' `split`, the byte rules' `trim`.
 
+pub mod adaptive;
+pub mod block;
 pub mod claude_code;
 pub mod codex;
+pub mod executive;
 pub mod opencode;
+pub mod pipeline;
+pub mod preserve_user;
+pub mod recent_turns;
 pub mod recorded;
+pub mod structural;
+pub mod tiered;
+pub mod token_fraction;
 
 use crate::engine::context::{Context, Why};
 use crate::engine::{ReducerName, State, Status};
 use crate::model::Kind;
-use crate::policy::Policy;
+use crate::policy::{Budget, Policy, Preset};
+
+/// How a preset projects one call (see the module's documentation).
+pub type Project =
+    for<'a> fn(Context<'a>, &Budget, &Policy, &mut State, &mut Vec<&'static str>) -> Context<'a>;
+
+/// One preset.
+pub struct Design {
+    pub preset: Preset,
+    /// The policy tables it reads besides `budget` and its own.
+    pub reads: &'static [&'static str],
+    /// Whether it follows the log's `compaction` markers (`trigger.on_request`).
+    pub markers: bool,
+    pub project: Project,
+}
+
+const fn design(
+    preset: Preset,
+    reads: &'static [&'static str],
+    markers: bool,
+    project: Project,
+) -> Design {
+    Design {
+        preset,
+        reads,
+        markers,
+        project,
+    }
+}
+
+const SPLIT: &[&str] = &["summary", "trigger"];
+
+/// Every preset, in the order `Preset::NAMES` lists them.
+pub const DESIGNS: [Design; 13] = [
+    design(
+        Preset::Pipeline,
+        &["tool_results", "window", "summary", "trigger"],
+        true,
+        pipeline::project,
+    ),
+    design(Preset::Opencode, &["summary"], true, opencode::project),
+    design(Preset::Tiered, &[], false, tiered::project),
+    design(Preset::Structural, &[], false, structural::project),
+    design(Preset::Adaptive, SPLIT, true, adaptive::project),
+    design(Preset::Block, &[], false, block::project),
+    design(Preset::PreserveUser, SPLIT, true, preserve_user::project),
+    design(Preset::TokenFraction, SPLIT, true, token_fraction::project),
+    design(Preset::RecentTurns, SPLIT, true, recent_turns::project),
+    design(Preset::Executive, SPLIT, true, executive::project),
+    design(Preset::Recorded, &[], false, recorded::project),
+    design(Preset::Codex, &["summary"], true, codex::project),
+    design(Preset::ClaudeCode, &["summary"], true, claude_code::project),
+];
+
+/// The design of `preset`.
+pub fn of(preset: Preset) -> &'static Design {
+    DESIGNS
+        .iter()
+        .find(|d| d.preset == preset)
+        .expect("every preset has a design")
+}
 
 /// The estimate OpenCode and Claude Code make of a text: characters
 /// (UTF-16 units) / 4, rounded.

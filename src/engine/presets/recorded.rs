@@ -8,10 +8,17 @@
 use std::sync::Arc;
 
 use crate::engine::context::{Context, Why};
-use crate::engine::{CallError, ReducerName, Span, Stand, Status};
+use crate::engine::{CallError, ReducerName, Span, Stand, State, Status};
+use crate::policy::{Budget, Policy};
 use crate::record::{Found, Sent};
 
-pub fn project(mut ctx: Context) -> Context {
+pub fn project<'a>(
+    mut ctx: Context<'a>,
+    _: &Budget,
+    _: &Policy,
+    _: &mut State,
+    _: &mut Vec<&'static str>,
+) -> Context<'a> {
     let call = ctx.call;
     // Compaction starts from every event as it is.
     ctx.before_summary = (0..ctx.events.len()).map(|ix| ctx.raw_tokens(ix)).sum();

@@ -1,4 +1,4 @@
-//! Seed 002's block compaction, as a preset. Its "loop" is a turn here and
+//! Preset `block`: block compaction. Its design's "loop" is a turn here and
 //! its "turn" a step. Once compaction fires, the events up to that call are
 //! loaded through the block: the call's own turn keeps its first steps
 //! verbatim (pinned) and its newest steps with tool outputs cut to a number
@@ -6,8 +6,8 @@
 //! one-liners within a token budget per turn; older turns are not loaded.
 //! Events after the compaction load raw until it fires again.
 
-use super::context::{Context, Cut, Why};
-use super::{ReducerName, Span, Stand, State, Status};
+use crate::engine::context::{Context, Cut, Why};
+use crate::engine::{ReducerName, Span, Stand, State, Status};
 use crate::model::Kind;
 use crate::policy::{self, Budget, Policy, Scope};
 
@@ -161,7 +161,7 @@ fn apply<'a>(
         None => {
             // Nothing became a one-liner: the first steps are plainly the tail.
             for slot in ctx.slots.iter_mut().filter(|s| s.status == Status::Pinned) {
-                *slot = super::Slot {
+                *slot = crate::engine::Slot {
                     status: Status::Verbatim,
                     reducer: None,
                     why: Why::Kept,

@@ -1,0 +1,57 @@
+//! Preset `tiered`: by the context's size against its target, over every
+//! event older than the newest `keep_recent`: from `truncate_at` tool-result
+//! bodies are cut, from `narrative_at` assistant text too, from
+//! `placeholder_at` tool results become one-line placeholders.
+
+use crate::engine::context::{Context, Cut, Why};
+use crate::engine::trim::{elide, keep_window_start};
+use crate::engine::{ReducerName, State};
+use crate::model::Kind;
+use crate::policy::{Budget, Policy};
+
+pub fn project<'a>(
+    mut ctx: Context<'a>,
+    budget: &Budget,
+    policy: &Policy,
+    _: &mut State,
+    fired: &mut Vec<&'static str>,
+) -> Context<'a> {
+    let t = &policy.tiered;
+    let tokens = ctx.event_tokens();
+    ctx.before_summary = tokens;
+    let ratio = budget.provider(tokens) as f64 / budget.target.max(1) as f64;
+    // Below the first phase the prober reports nothing to do, and nothing runs.
+    if ratio < t.truncate_at {
+        return ctx;
+    }
+    let (phase, from, name) = if ratio >= t.placeholder_at {
+        (3, t.placeholder_at, "tiered_placeholder")
+    } else if ratio >= t.narrative_at {
+        (2, t.narrative_at, "tiered_narrative")
+    } else {
+        (1, t.truncate_at, "tiered_truncate")
+    };
+    fired.push(name);
+    let why = Why::Tier {
+        phase,
+        from: (from * 100.0).round() as u64,
+        percent: (ratio * 100.0) as u64,
+    };
+    for ix in ctx.first_dialogue()..keep_window_start(&ctx, t.keep_recent) {
+        match ctx.events[ix].kind {
+            Kind::ToolResult if phase == 3 => {
+                elide(&mut ctx, ix, ReducerName::Tiered, why);
+            }
+            Kind::ToolResult => {
+                let cut = Cut::Head(t.tool_result_chars as u32);
+                ctx.truncate(ix, cut, ReducerName::Tiered, why);
+            }
+            Kind::Assistant if phase >= 2 => {
+                let cut = Cut::Head(t.narrative_chars as u32);
+                ctx.truncate(ix, cut, ReducerName::Tiered, why);
+            }
+            _ => {}
+        }
+    }
+    ctx
+}
