@@ -1,4 +1,4 @@
-//! Every seed number of the presets pinned at its boundary, one small log
+//! Every number of the presets pinned at its boundary, one small log
 //! each (tokens in chars4: a character count divisible by 4 is exact).
 
 mod common;
@@ -38,7 +38,7 @@ fn text_of(p: &Projected, seq: i64) -> String {
         .unwrap_or_default()
 }
 
-// --- tiered (seed 003): 60 / 75 / 90 % of the target ---
+// --- tiered: 60 / 75 / 90 % of the target ---
 
 /// A log of `total` tokens against a target of 1,000: a narrative of 300
 /// tokens, a reasoning of 25, a tool result of the rest, then one user message.
@@ -107,7 +107,7 @@ fn tiered_truncates_narrative_from_75_and_elides_tool_results_from_90() {
     assert_eq!(p.fired, ["tiered_placeholder"]);
 }
 
-// --- structural (seed 003) ---
+// --- structural ---
 
 #[test]
 fn structural_cuts_only_what_is_older_than_the_keep_window_and_long() {
@@ -132,7 +132,7 @@ fn structural_cuts_only_what_is_older_than_the_keep_window_and_long() {
     assert_eq!(p.fired, ["structural"]);
 }
 
-// --- preserve-user (seed 001): 20,000 tokens of user messages ---
+// --- preserve-user: 20,000 tokens of user messages ---
 
 fn preserve_user(older: u64, newer: u64) -> (Projected<'static>, i64, i64, i64) {
     let mut b = LogBuilder::new();
@@ -169,7 +169,7 @@ fn preserve_user_keeps_user_messages_newest_first_up_to_20000_tokens() {
     );
 }
 
-// --- token-fraction (seed 001): p = 0.3, snapped to a user message ---
+// --- token-fraction: p = 0.3, snapped to a user message ---
 
 /// Four turns of 1 + 100 tokens; the call sees them all (404 tokens of dialogue).
 fn fraction(p: &str) -> Projected<'static> {
@@ -202,7 +202,7 @@ fn token_fraction_keeps_the_newest_p_of_the_tokens_from_a_user_message() {
     assert_eq!(fraction("0.5").needs_summary.map(|s| s.to_seq), Some(5));
 }
 
-// --- recent-turns (seed 001): N = 2, 25% of usable clamped to [2,000, 8,000] ---
+// --- recent-turns: N = 2, 25% of usable clamped to [2,000, 8,000] ---
 
 /// An old turn that forces compaction, then two kept turns of these sizes.
 fn recent(usable: u64, kept: [u64; 2]) -> (Projected<'static>, [i64; 2]) {
@@ -252,7 +252,7 @@ fn recent_turns_keeps_two_turns_each_capped_at_a_clamped_quarter_of_usable() {
     assert!(reason(&p, second).contains("cap of 8000 tokens"));
 }
 
-// --- adaptive (seed 003): (8,000, 2, 12), snapped back past tool results ---
+// --- adaptive: (8,000, 2, 12), snapped back past tool results ---
 
 fn adaptive(sizes: &[u64]) -> Projected<'static> {
     let mut b = LogBuilder::new();
@@ -302,7 +302,7 @@ fn adaptive_moves_a_cut_at_a_tool_result_back_to_its_step() {
     assert_eq!(p.tail_start_seq(), Some(step));
 }
 
-// --- executive (seed 003) ---
+// --- executive ---
 
 #[test]
 fn executive_opens_the_summary_with_state_computed_from_the_log() {
@@ -338,7 +338,7 @@ fn executive_opens_the_summary_with_state_computed_from_the_log() {
     );
 }
 
-// --- block (seed 002): 0.90 / 0.05, keep_first 2, keep_recent 10, 2,000, 50 lines ---
+// --- block: 0.90 / 0.05, keep_first 2, keep_recent 10, 2,000, 50 lines ---
 
 /// Earlier turns of one small step each, then the call's turn with `steps`
 /// steps whose tool results have 60 lines, padded to `total` tokens.
@@ -415,7 +415,7 @@ fn block_drops_one_liners_past_max_summary_tokens_and_scope_can_follow_tokens() 
     assert_eq!(status(&p, 2), "summarized");
 }
 
-// --- triggers (seed 001) ---
+// --- triggers ---
 
 fn tool_turns() -> LogBuilder {
     let mut b = LogBuilder::new();

@@ -85,7 +85,7 @@ fn summaries_are_added_as_versions_and_replay_uses_them() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("added summary v1"));
 
-    // The summarizer got seed 004's prompts around the span's transcript.
+    // The summarizer got OpenCode's prompts around the span's transcript.
     let given = std::fs::read_to_string(&input).unwrap();
     assert!(
         given.starts_with("You are a helpful AI assistant tasked with summarizing conversations.")

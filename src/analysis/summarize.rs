@@ -1,5 +1,5 @@
 //! `ctxlens summarize`: write the summaries a policy needs and the log lacks,
-//! with whatever model a user's command reaches. Seed 004's prompts.
+//! with whatever model a user's command reaches. OpenCode's summarizer prompts.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
