@@ -91,16 +91,17 @@ enum Command {
     /// call, 1 when it is lost.
     Why {
         log: PathBuf,
-        /// The fact as text (case-insensitive; a long fact counts as held when most of its
-        /// distinctive words are).
+        /// The fact as text (case aside); given several times, all must be there. Common
+        /// words name the fact the first event holding them states, traced by its content.
         #[arg(long, group = "fact")]
-        text: Option<String>,
+        text: Vec<String>,
         /// The fact as a regular expression.
         #[arg(long, group = "fact")]
         regex: Option<String>,
-        /// The fact as one event.
+        /// The fact an event states, traced by its distinctive content (its names and rare
+        /// terms); given several times, each event's.
         #[arg(long, group = "fact")]
-        seq: Option<i64>,
+        seq: Vec<i64>,
         #[command(flatten)]
         policy: PolicyArgs,
         #[arg(long)]

@@ -37,49 +37,110 @@ fn project_text(call: i64, sets: &[String]) -> String {
         .join("\n")
 }
 
-#[test]
-fn the_deploy_key_was_lost_to_summary_v2_and_the_suggested_change_keeps_it() {
+fn why_json(args: &[&str]) -> Value {
     let out = Command::cargo_bin("ctxlens")
         .unwrap()
-        .args(["why", "--json", "--text", "billing-deploy-key"])
+        .arg("why")
+        .arg("--json")
+        .args(args)
         .arg(log())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "lost at the last call");
-    let t: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(t["query"], "billing-deploy-key");
-    assert_eq!(t["seqs"], serde_json::json!([2]));
-    assert!(
-        t["verdict"].as_str().unwrap().contains("summary v2"),
-        "{}",
-        t["verdict"]
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "lost at the last call: {args:?}"
     );
-    let lost = t["lost_at"]["call"].as_i64().unwrap();
-    assert_eq!(t["lost_at"]["reducer"], "summary");
-    // The trace agrees with the projections themselves.
-    assert!(!project_text(lost, &[]).contains("billing-deploy-key"));
-    assert!(project_text(lost - 1, &[]).contains("billing-deploy-key"));
-    let states: Vec<&str> = t["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["state"].as_str().unwrap())
-        .collect();
-    assert!(states.contains(&"summarized-kept") && states.contains(&"summarized-lost"));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
 
-    // keep_with, applied, shows the fact at the last call.
-    let keep = t["keep_with"].as_str().unwrap();
-    let sets: Vec<String> = keep
-        .split("--set")
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
+#[test]
+fn one_verdict_for_the_deploy_key_however_it_is_named() {
+    for args in [
+        &["--seq", "2"][..],
+        &["--text", "1Password"],
+        &["--text", "billing-deploy-key"],
+        &["--text", "1Password", "--text", "billing-deploy-key"],
+        &["--text", "deploy key"],
+    ] {
+        let t = why_json(args);
+        // Lost where v2 replaced seq 2 without it; v1 kept it.
+        assert_eq!(t["lost_at"]["call"], 44, "{args:?}: {}", t["verdict"]);
+        assert_eq!(t["lost_at"]["reducer"], "summary", "{args:?}");
+        assert_eq!(t["lost_at"]["summary_version"], 2, "{args:?}");
+        let verdict = t["verdict"].as_str().unwrap();
+        assert!(
+            verdict.contains("summary v2") && verdict.contains("(v1 did)"),
+            "{verdict}"
+        );
+        let state = |call: i64| -> String {
+            t["timeline"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["call"] == call)
+                .map(|p| p["state"].as_str().unwrap().to_string())
+                .unwrap()
+        };
+        assert_eq!(state(25), "verbatim", "{args:?}");
+        // A summary was due and the log had none: not a loss.
+        assert_eq!(state(26), "placeholder", "{args:?}");
+        assert_eq!(state(43), "placeholder", "{args:?}");
+        for call in 27..=42 {
+            assert_eq!(state(call), "summarized-kept", "{args:?} at {call}");
+        }
+        // The holders are the evidence: seq 2 and summary v1, and not v2.
+        let holders = t["holders"].as_array().unwrap();
+        assert!(holders.iter().any(|h| h["seq"] == 2 && h["kind"] == "user"));
+        assert!(holders.iter().any(|h| h["version"] == 1));
+        assert!(!holders.iter().any(|h| h["version"] == 2));
+        let at_42 = &t["timeline"][41]["holders_in_context"];
+        assert!(
+            at_42
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["version"] == 1 && h["state"] == "sent")
+        );
+    }
+    // The trace agrees with the projections themselves.
+    assert!(!project_text(44, &[]).contains("billing-deploy-key"));
+    assert!(project_text(42, &[]).contains("billing-deploy-key"));
+}
+
+#[test]
+fn every_fix_listed_keeps_the_fact_and_the_cheapest_comes_first() {
+    let t = why_json(&["--seq", "2"]);
+    let fixes = t["fixes"].as_array().unwrap();
+    assert!(fixes.len() >= 2, "{fixes:?}");
+    let costs: Vec<i64> = fixes
+        .iter()
+        .map(|f| f["extra_tokens"].as_i64().unwrap())
         .collect();
-    assert!(!sets.is_empty());
+    assert!(costs.windows(2).all(|w| w[0] <= w[1]), "{costs:?}");
+    assert!(
+        fixes
+            .iter()
+            .any(|f| f["set"][0].as_str().unwrap().starts_with("pin.text="))
+    );
     let last = t["timeline"].as_array().unwrap().last().unwrap()["call"]
         .as_i64()
         .unwrap();
-    assert!(project_text(last, &sets).contains("billing-deploy-key"));
+    for fix in fixes {
+        assert_eq!(fix["verified"], true);
+        let sets: Vec<String> = fix["set"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            project_text(last, &sets).contains("billing-deploy-key"),
+            "{sets:?} keeps it"
+        );
+    }
+    // keep_with is the cheapest, as the command line takes it.
+    assert!(t["keep_with"].as_str().unwrap().starts_with("--set 'pin."));
 }
 
 #[test]
@@ -129,7 +190,7 @@ fn states(b: &LogBuilder, fact: &Fact, sets: &[&str]) -> Vec<State> {
 
 #[test]
 fn each_state_on_a_small_log() {
-    let fact = Fact::Text("the key is in vault 7".into());
+    let fact = Fact::Texts(vec!["the key is in vault 7".into()]);
     // future, then verbatim.
     let mut b = LogBuilder::new();
     b.user("hello");
@@ -184,4 +245,63 @@ fn each_state_on_a_small_log() {
     b.log.summaries.pop();
     assert_eq!(states(&b, &fact, &small), [State::SummarizedKept]);
     // Truncation: the pipeline never truncates, so no fixture can reach it here.
+}
+
+#[test]
+fn a_later_mention_of_the_words_is_not_the_fact() {
+    let mut b = LogBuilder::new();
+    b.user("Remember: the API token lives in vault 'Ops', item 'svc-token-7'.");
+    b.call();
+    for _ in 0..3 {
+        b.user("next task");
+        b.call();
+    }
+    b.say("I do not know where the API token lives.");
+    b.user("and?");
+    b.call();
+    let choice = PolicyChoice {
+        file: None,
+        sets: vec![
+            "budget.encoding=\"chars4\"".into(),
+            "window.max_turns=2".into(),
+        ],
+        record: false,
+    };
+    for fact in [Fact::Seqs(vec![2]), Fact::Texts(vec!["API token".into()])] {
+        let t = trace(&b.log, &fact, &choice).unwrap();
+        assert_eq!(
+            t.seqs,
+            [2],
+            "{:?}: the later line is no holder",
+            t.traced_by
+        );
+        assert!(!t.present_at_last);
+        assert_eq!(
+            t.lost_at.as_ref().map(|l| l.reducer.as_str()),
+            Some("window")
+        );
+    }
+}
+
+#[test]
+fn a_pin_keeps_a_stubbed_tool_result() {
+    let fact = Fact::Texts(vec!["the key is in vault 7".into()]);
+    let mut b = LogBuilder::new();
+    b.user("look it up");
+    b.tool("lookup", "the key is in vault 7");
+    b.call();
+    b.user("next");
+    b.call();
+    assert_eq!(
+        states(&b, &fact, &["tool_results.keep_turns=0"]),
+        [State::Verbatim, State::Stubbed]
+    );
+    assert_eq!(
+        states(
+            &b,
+            &fact,
+            &["tool_results.keep_turns=0", "pin.text=[\"vault 7\"]"]
+        ),
+        [State::Verbatim, State::Pinned]
+    );
 }

@@ -1,5 +1,10 @@
 //! `ctxlens why`: trace a fact through every model call. Was it compacted
 //! out, and by what, or did the model have it and ignore it?
+//!
+//! A fact is traced by its content: the texts given (all of them), a
+//! pattern, or an event's distinctive terms (see [`distinctive`]). Its
+//! holders are the events and summary versions whose text holds it; the
+//! state at each call comes from which holders that call's context has.
 
 use std::ops::ControlFlow;
 
@@ -7,15 +12,18 @@ use regex::Regex;
 use serde::Serialize;
 
 use super::{PolicyChoice, ProjectionCache, each_call};
-use crate::engine::{Projected, Stand, Status};
-use crate::model::SessionLog;
+use crate::engine::{Projected, Stand, Status, cut_text};
+use crate::model::{Kind, SessionLog};
+use crate::policy::Preset;
 
 /// What the user is asking about.
 #[derive(Clone, Debug)]
 pub enum Fact {
-    Text(String),
+    /// Every one of these texts (case aside).
+    Texts(Vec<String>),
     Pattern(Regex),
-    Seq(i64),
+    /// These events' distinctive content.
+    Seqs(Vec<i64>),
 }
 
 /// Where a fact stands at one call (docs/contract.md §5, `why`).
@@ -27,6 +35,8 @@ pub enum State {
     SummarizedKept,
     Truncated,
     Stubbed,
+    /// A summary was due here and the log has none: not known lost.
+    Placeholder,
     SummarizedLost,
     Dropped,
     Future,
@@ -40,6 +50,7 @@ impl State {
             State::SummarizedKept => "summarized-kept",
             State::Truncated => "truncated",
             State::Stubbed => "stubbed",
+            State::Placeholder => "placeholder",
             State::SummarizedLost => "summarized-lost",
             State::Dropped => "dropped",
             State::Future => "future",
@@ -54,6 +65,11 @@ impl State {
         )
     }
 
+    /// Whether the fact is gone from a context that is complete.
+    pub fn is_lost(self) -> bool {
+        !self.is_present() && !matches!(self, State::Placeholder | State::Future)
+    }
+
     pub fn glyph(self) -> &'static str {
         match self {
             State::Verbatim => "●",
@@ -61,6 +77,7 @@ impl State {
             State::SummarizedKept => "Σ",
             State::Truncated => "◐",
             State::Stubbed => "○",
+            State::Placeholder => "?",
             State::SummarizedLost => "✗",
             State::Dropped => "✕",
             State::Future => "·",
@@ -68,11 +85,33 @@ impl State {
     }
 }
 
+/// An event or summary version whose text holds the fact.
+#[derive(Clone, Debug, Serialize)]
+pub struct Holder {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+    pub kind: String,
+    pub excerpt: String,
+}
+
+/// A holder in one call's context, and how it is sent.
+#[derive(Clone, Debug, Serialize)]
+pub struct InContext {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+    pub state: &'static str,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Point {
     pub call: i64,
     pub turn: i64,
     pub state: State,
+    pub holders_in_context: Vec<InContext>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -80,19 +119,38 @@ pub struct Lost {
     pub call: i64,
     pub reducer: String,
     pub reason: String,
-    /// The first recorded summary version, from this call on, that replaced
-    /// the fact without holding it.
+    /// The summary version in force where it was lost, when one replaced it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary_version: Option<i64>,
+    /// That summary's text around where the fact used to be.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_excerpt: Option<String>,
+}
+
+/// A policy change that keeps the fact to the last call, checked by tracing
+/// again with it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Fix {
+    pub set: Vec<String>,
+    /// Tokens it adds to the last call's context.
+    pub extra_tokens: i64,
+    pub verified: bool,
+    /// The host's own setting that does the same, for an imported host's log.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_setting: Option<String>,
 }
 
 /// The answer to "why is this fact gone?"
 #[derive(Clone, Debug, Serialize)]
 pub struct Trace {
     pub query: String,
+    /// What the fact is traced by: the texts, pattern or terms that must be there.
+    pub traced_by: Vec<String>,
     pub seqs: Vec<i64>,
+    pub holders: Vec<Holder>,
     pub timeline: Vec<Point>,
     pub lost_at: Option<Lost>,
+    pub fixes: Vec<Fix>,
     pub keep_with: Option<String>,
     pub verdict: String,
     pub present_at_last: bool,
@@ -101,112 +159,339 @@ pub struct Trace {
 impl Fact {
     pub fn describe(&self) -> String {
         match self {
-            Fact::Text(t) => t.clone(),
+            Fact::Texts(t) => t.join(" + "),
             Fact::Pattern(p) => p.as_str().to_string(),
-            Fact::Seq(s) => format!("seq {s}"),
-        }
-    }
-
-    /// The events that hold the fact.
-    fn events(&self, session: &SessionLog) -> Vec<usize> {
-        match self {
-            Fact::Seq(seq) => session.index_of(*seq).into_iter().collect(),
-            _ => (0..session.events.len())
-                .filter(|&ix| self.in_text(&session.events[ix].content, None))
-                .collect(),
-        }
-    }
-
-    /// Whether `text` holds the fact: the text itself, or for a fact of more
-    /// than a few words most of its distinctive words. `source` is the text of
-    /// the event a `--seq` fact stands for.
-    fn in_text(&self, text: &str, source: Option<&str>) -> bool {
-        match self {
-            Fact::Pattern(p) => p.is_match(text),
-            Fact::Text(t) => {
-                text.to_lowercase().contains(&t.to_lowercase()) || mostly_there(t, text)
+            Fact::Seqs(s) => {
+                let s: Vec<String> = s.iter().map(|s| format!("seq {s}")).collect();
+                s.join(" + ")
             }
-            Fact::Seq(_) => source.is_some_and(|s| mostly_there(s, text)),
         }
     }
 }
 
-/// Words of four letters or more, lowercase, each once.
-fn distinctive(text: &str) -> Vec<String> {
-    let mut words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric() && c != '-' && c != '_')
-        .filter(|w| w.chars().count() >= 4)
-        .map(str::to_lowercase)
-        .collect();
-    words.sort();
-    words.dedup();
-    words
+/// How the fact is recognised in a text: every group must be there; a group
+/// is there when at least `need` of its terms are (case aside).
+#[derive(Clone, Debug)]
+struct Matcher {
+    groups: Vec<Group>,
 }
 
-/// At least 70% of the distinctive words of a fact of five or more of them.
-fn mostly_there(fact: &str, text: &str) -> bool {
-    let words = distinctive(fact);
-    if words.len() < 5 {
-        return false;
+#[derive(Clone, Debug)]
+enum Group {
+    Terms { terms: Vec<String>, need: usize },
+    Pattern(Regex),
+}
+
+impl Matcher {
+    fn holds(&self, text: &str) -> bool {
+        let lower = text.to_lowercase();
+        self.groups.iter().all(|g| match g {
+            Group::Terms { terms, need } => {
+                terms.iter().filter(|t| lower.contains(t.as_str())).count() >= *need
+            }
+            Group::Pattern(p) => p.is_match(text),
+        })
     }
-    let lower = text.to_lowercase();
-    let found = words.iter().filter(|w| lower.contains(w.as_str())).count();
-    found * 10 >= words.len() * 7
-}
 
-/// The fact's state at a projected call: the best state of any event holding it.
-fn state_at(fact: &Fact, fact_events: &[usize], p: &Projected) -> (State, Option<usize>) {
-    let session = p.session;
-    let mut best: Option<(State, usize)> = None;
-    for &ix in fact_events {
-        let state = match p.slots.get(ix) {
-            None => State::Future,
-            Some(slot) => match slot.status {
-                Status::Verbatim => State::Verbatim,
-                Status::Pinned => State::Pinned,
-                Status::Stubbed => State::Stubbed,
-                Status::Truncated => State::Truncated,
-                Status::Dropped => State::Dropped,
-                Status::Summarized => {
-                    let source = &session.events[ix].content;
-                    let kept = p
-                        .stand_text()
-                        .is_some_and(|text| fact.in_text(&text, Some(source)));
-                    if kept {
-                        State::SummarizedKept
-                    } else {
-                        State::SummarizedLost
-                    }
+    fn describe(&self) -> Vec<String> {
+        self.groups
+            .iter()
+            .map(|g| match g {
+                Group::Terms { terms, need } if *need == terms.len() => terms.join(" + "),
+                Group::Terms { terms, need } => {
+                    format!("{need} of {}", terms.join(", "))
                 }
-            },
-        };
-        if best.is_none_or(|(b, _)| rank(state) < rank(b)) {
-            best = Some((state, ix));
+                Group::Pattern(p) => format!("/{}/", p.as_str()),
+            })
+            .collect()
+    }
+
+    /// Where in `text` the fact starts, for an excerpt.
+    fn position(&self, text: &str) -> usize {
+        let lower = text.to_lowercase();
+        let at = self.groups.iter().find_map(|g| match g {
+            Group::Terms { terms, .. } => terms.iter().find_map(|t| lower.find(t.as_str())),
+            Group::Pattern(p) => p.find(text).map(|m| m.start()),
+        });
+        at.unwrap_or(0)
+    }
+}
+
+/// Words a text holds, with the punctuation around them trimmed, and
+/// whether each was quoted.
+fn words(text: &str) -> Vec<(String, bool)> {
+    text.split_whitespace()
+        .map(|raw| {
+            let quoted = raw.starts_with(['\'', '"', '`']);
+            let word = raw.trim_matches(|c: char| !c.is_alphanumeric());
+            (word.to_string(), quoted)
+        })
+        .filter(|(w, _)| w.chars().any(char::is_alphanumeric))
+        .collect()
+}
+
+/// A name rather than a word: quoted, or holding a digit with letters,
+/// a `-`, `_`, `/` or `.` inside, or a capital after its first letter.
+fn is_name(word: &str, quoted: bool) -> bool {
+    let letters = word.chars().any(char::is_alphabetic);
+    let digits = word.chars().any(|c| c.is_ascii_digit());
+    let inner = word.trim_matches(|c: char| !c.is_alphanumeric());
+    (quoted && word.chars().count() >= 3)
+        || (letters && digits)
+        || inner.contains(['-', '_', '/', '.'])
+        || word.chars().skip(1).any(char::is_uppercase) && !word.contains('\'')
+}
+
+/// The names in `text` (identifiers, quoted terms, words with digits) that
+/// few events of the session hold, lower case.
+fn names(session: &SessionLog, text: &str) -> Vec<String> {
+    let rare = (session.events.len() / 50).max(3);
+    let mut names: Vec<String> = Vec::new();
+    for (word, quoted) in words(text) {
+        let lower = word.to_lowercase();
+        if is_name(&word, quoted) && !names.contains(&lower) && frequency(session, &lower) <= rare {
+            names.push(lower);
         }
     }
-    match best {
-        Some((state, ix)) => (state, Some(ix)),
-        None => (State::Future, None),
+    names
+}
+
+/// How many events of the session hold `term` (case aside).
+fn frequency(session: &SessionLog, term: &str) -> usize {
+    session
+        .events
+        .iter()
+        .filter(|e| e.content.to_lowercase().contains(term))
+        .count()
+}
+
+/// What makes an event's text this fact and not another: the names in it
+/// (identifiers, quoted terms, words with digits) that few events of the
+/// session hold; failing those, its rare longer words. The fact is there
+/// where two thirds of them are.
+pub fn distinctive(session: &SessionLog, text: &str) -> (Vec<String>, usize) {
+    let mut terms = names(session, text);
+    if terms.is_empty() {
+        let mut others: Vec<String> = Vec::new();
+        for (word, _) in words(text) {
+            let lower = word.to_lowercase();
+            if word.chars().count() >= 6
+                && word.chars().all(char::is_alphabetic)
+                && !others.contains(&lower)
+            {
+                others.push(lower);
+            }
+        }
+        terms = others
+            .into_iter()
+            .filter(|t| frequency(session, t) <= 2)
+            .take(8)
+            .collect();
     }
+    if terms.is_empty() {
+        let whole = text.trim().to_lowercase();
+        return (vec![whole], 1);
+    }
+    let need = (terms.len() * 2).div_ceil(3);
+    (terms, need)
 }
 
-fn rank(state: State) -> u8 {
-    state as u8
-}
-
-/// Traces `fact` through every call of `session` under `choice`.
-pub fn trace(session: &SessionLog, fact: &Fact, choice: &PolicyChoice) -> Result<Trace, String> {
-    let fact_events = fact.events(session);
-    if fact_events.is_empty() {
+/// The fact as a matcher, with the events it was named by.
+fn resolve(fact: &Fact, session: &SessionLog) -> Result<(Matcher, Vec<usize>), String> {
+    let groups = match fact {
+        Fact::Pattern(p) => vec![Group::Pattern(p.clone())],
+        Fact::Seqs(seqs) => {
+            let mut groups = Vec::new();
+            for &seq in seqs {
+                let ix = session
+                    .index_of(seq)
+                    .ok_or_else(|| format!("session {} has no seq {seq}", session.id()))?;
+                let (terms, need) = distinctive(session, &session.events[ix].content);
+                groups.push(Group::Terms { terms, need });
+            }
+            groups
+        }
+        Fact::Texts(texts) => {
+            let texts: Vec<String> = texts.iter().map(|t| t.trim().to_lowercase()).collect();
+            // Plain words (no names) stand for the fact their first holder states.
+            let common = texts
+                .iter()
+                .all(|t| !words(t).iter().any(|(w, q)| is_name(w, *q)));
+            let origin = session.events.iter().find(|e| {
+                let lower = e.content.to_lowercase();
+                texts.iter().all(|t| lower.contains(t.as_str()))
+            });
+            match origin {
+                Some(event) if common && !names(session, &event.content).is_empty() => {
+                    let terms = names(session, &event.content);
+                    let need = (terms.len() * 2).div_ceil(3);
+                    vec![Group::Terms { terms, need }]
+                }
+                _ => vec![Group::Terms {
+                    need: texts.len(),
+                    terms: texts,
+                }],
+            }
+        }
+    };
+    let matcher = Matcher { groups };
+    let events: Vec<usize> = match fact {
+        Fact::Seqs(seqs) => seqs.iter().filter_map(|&s| session.index_of(s)).collect(),
+        _ => (0..session.events.len())
+            .filter(|&ix| matcher.holds(&session.events[ix].content))
+            .collect(),
+    };
+    // The events that hold it, from the first that states it.
+    let holders: Vec<usize> = (0..session.events.len())
+        .filter(|ix| events.contains(ix) || matcher.holds(&session.events[*ix].content))
+        .filter(|&ix| session.events[ix].kind != Kind::Compaction)
+        .collect();
+    if holders.is_empty() {
         return Err(format!(
             "no event of session {} holds {}",
             session.id(),
             fact.describe()
         ));
     }
+    Ok((matcher, holders))
+}
+
+fn excerpt(text: &str, at: usize) -> String {
+    let start = text[..at.min(text.len())]
+        .char_indices()
+        .rev()
+        .nth(60)
+        .map_or(0, |(i, _)| i);
+    let flat: String = text[start..]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let cut: String = flat.chars().take(160).collect();
+    if start > 0 { format!("…{cut}") } else { cut }
+}
+
+/// The fact's state at a projected call, from the holders in its context.
+fn state_at(
+    matcher: &Matcher,
+    holders: &[usize],
+    p: &Projected,
+) -> (State, Option<usize>, Vec<InContext>) {
+    let stand_holds = p.stand_text().is_some_and(|t| matcher.holds(&t));
+    let mut in_context = Vec::new();
+    let mut best: Option<(State, usize)> = None;
+    for &ix in holders {
+        let Some(slot) = p.slots.get(ix) else {
+            continue;
+        };
+        let state = match slot.status {
+            Status::Verbatim => State::Verbatim,
+            Status::Pinned => State::Pinned,
+            Status::Stubbed | Status::Truncated if sent_holds(matcher, p, ix) => State::Verbatim,
+            Status::Stubbed => State::Stubbed,
+            Status::Truncated => State::Truncated,
+            Status::Dropped => State::Dropped,
+            Status::Summarized if stand_holds => State::SummarizedKept,
+            Status::Summarized => match p.stand {
+                Some(Stand::Placeholder(_)) => State::Placeholder,
+                _ => State::SummarizedLost,
+            },
+        };
+        in_context.push(InContext {
+            seq: Some(p.session.events[ix].seq),
+            version: None,
+            state: slot.status.as_str(),
+        });
+        if best.is_none_or(|(b, _)| (state as u8) < (b as u8)) {
+            best = Some((state, ix));
+        }
+    }
+    if let Some(summary) = p.summary().filter(|_| stand_holds) {
+        in_context.push(InContext {
+            seq: None,
+            version: Some(summary.version),
+            state: "sent",
+        });
+    }
+    match best {
+        Some((state, ix)) => (state, Some(ix), in_context),
+        None => (State::Future, None, in_context),
+    }
+}
+
+/// Whether the text a stubbed or truncated event is sent as still holds the
+/// fact: the head a cut keeps, or the record's own text.
+fn sent_holds(matcher: &Matcher, p: &Projected, ix: usize) -> bool {
+    if let Some(text) = p.sent.as_deref().and_then(|s| s.text_for(ix)) {
+        return matcher.holds(text);
+    }
+    let slot = p.slots[ix];
+    slot.status == Status::Truncated
+        && cut_text(&p.session.events[ix].content, slot.cut).is_some_and(|t| matcher.holds(&t))
+}
+
+/// Traces `fact` through every call of `session` under `choice`.
+pub fn trace(session: &SessionLog, fact: &Fact, choice: &PolicyChoice) -> Result<Trace, String> {
+    let (matcher, holder_events) = resolve(fact, session)?;
+    let (timeline, lost_at) = walk(session, &matcher, &holder_events, choice)?;
+    let present_at_last = timeline.last().is_some_and(|p| p.state.is_present());
+    let fixes = if present_at_last || timeline.is_empty() {
+        Vec::new()
+    } else {
+        fixes(session, &matcher, &holder_events, choice)
+    };
+    let keep_with = fixes.first().map(Fix::command);
+    let verdict = verdict(&timeline, lost_at.as_ref());
+    let mut holders: Vec<Holder> = holder_events
+        .iter()
+        .map(|&ix| {
+            let e = &session.events[ix];
+            Holder {
+                seq: Some(e.seq),
+                version: None,
+                kind: e.kind.as_str().to_string(),
+                excerpt: excerpt(&e.content, matcher.position(&e.content)),
+            }
+        })
+        .collect();
+    holders.extend(
+        session
+            .summaries
+            .iter()
+            .filter(|s| matcher.holds(&s.content))
+            .map(|s| Holder {
+                seq: None,
+                version: Some(s.version),
+                kind: "summary".into(),
+                excerpt: excerpt(&s.content, matcher.position(&s.content)),
+            }),
+    );
+    Ok(Trace {
+        query: fact.describe(),
+        traced_by: matcher.describe(),
+        seqs: holder_events
+            .iter()
+            .map(|&ix| session.events[ix].seq)
+            .collect(),
+        holders,
+        timeline,
+        lost_at,
+        fixes,
+        keep_with,
+        verdict,
+        present_at_last,
+    })
+}
+
+/// Every call's point, and where the fact was lost (the first call of the
+/// last run of calls whose complete context lacks it).
+fn walk(
+    session: &SessionLog,
+    matcher: &Matcher,
+    holders: &[usize],
+    choice: &PolicyChoice,
+) -> Result<(Vec<Point>, Option<Lost>), String> {
     let mut timeline = Vec::new();
-    let mut lost_at = None;
-    let mut seen = false;
+    let mut lost_at: Option<Lost> = None;
     let mut failed = None;
     each_call(
         session,
@@ -224,125 +509,157 @@ pub fn trace(session: &SessionLog, fact: &Fact, choice: &PolicyChoice) -> Result
             if p.errors.iter().any(|e| e.kind == "no_record") {
                 return ControlFlow::Continue(());
             }
-            let (state, ix) = state_at(fact, &fact_events, &p);
+            let (state, ix, holders_in_context) = state_at(matcher, holders, &p);
+            if state.is_present() {
+                lost_at = None;
+            } else if state.is_lost() && lost_at.is_none() {
+                lost_at = Some(why_lost(session, matcher, &p, ix, state));
+            }
             timeline.push(Point {
                 call: p.call.id,
                 turn: p.call.turn,
                 state,
+                holders_in_context,
             });
-            seen |= state != State::Future;
-            if state.is_present() {
-                lost_at = None;
-            } else if seen && state != State::Future {
-                let lost = lost_at.get_or_insert_with(|| why_lost(&p, ix, state));
-                if state == State::SummarizedLost && lost.summary_version.is_none() {
-                    lost.summary_version = p.summary().map(|s| s.version);
-                }
-            }
             ControlFlow::Continue(())
         },
     );
-    if let Some(error) = failed {
-        return Err(error);
+    match failed {
+        Some(e) => Err(e),
+        None => Ok((timeline, lost_at)),
     }
-    let present_at_last = timeline.last().is_some_and(|p| p.state.is_present());
-    let keep_with = if present_at_last {
-        None
-    } else {
-        keep_with(session, fact, &fact_events, choice)
-    };
-    let verdict = match (timeline.last(), &lost_at) {
+}
+
+fn verdict(timeline: &[Point], lost: Option<&Lost>) -> String {
+    match (timeline.last(), lost) {
         (Some(point), _) if point.state.is_present() => format!(
             "present, {}, at call {}: not compacted out; the model had it",
             point.state.as_str(),
             point.call
         ),
         (Some(point), Some(lost)) => format!(
-            "lost at call {} ({}): {}{}; still missing at the last call ({})",
-            lost.call,
-            lost.reducer,
-            lost.reason,
-            match lost.summary_version {
-                Some(v) if !lost.reason.contains(&format!("summary v{v} ")) => {
-                    format!("; summary v{v} does not hold it either")
-                }
-                _ => String::new(),
-            },
+            "lost at call {} ({}): {}; still missing at the last call ({})",
+            lost.call, lost.reducer, lost.reason, point.call
+        ),
+        (Some(point), None) if point.state == State::Placeholder => format!(
+            "not lost yet: at the last call ({}) a summary is due and the log has none",
             point.call
         ),
         (Some(point), None) => format!("not in the context of call {}", point.call),
         (None, _) => "the session records no model calls".to_string(),
-    };
-    Ok(Trace {
-        query: fact.describe(),
-        seqs: fact_events
-            .iter()
-            .map(|&ix| session.events[ix].seq)
-            .collect(),
-        timeline,
-        lost_at,
-        keep_with,
-        verdict,
-        present_at_last,
-    })
+    }
 }
 
-fn why_lost(p: &Projected, ix: Option<usize>, state: State) -> Lost {
+fn why_lost(
+    session: &SessionLog,
+    matcher: &Matcher,
+    p: &Projected,
+    ix: Option<usize>,
+    state: State,
+) -> Lost {
     let Some(ix) = ix else {
         return Lost {
             call: p.call.id,
             reducer: String::new(),
             reason: "not sent".into(),
             summary_version: None,
+            summary_excerpt: None,
         };
     };
     let slot = p.slots[ix];
     let event = &p.session.events[ix];
-    let reason = match (state, p.stand) {
-        (State::SummarizedLost, Some(Stand::Summary(_))) => {
-            let s = p.summary().expect("a summary stands in");
+    let summary = p.summary().filter(|_| state == State::SummarizedLost);
+    let reason = match summary {
+        Some(s) => {
+            let earlier = session
+                .summaries
+                .iter()
+                .filter(|o| o.version < s.version && matcher.holds(&o.content))
+                .map(|o| o.version)
+                .max();
             format!(
-                "summary v{} (seqs {}..{}) replaced seq {} and does not mention it",
-                s.version, s.from_seq, s.to_seq, event.seq
+                "summary v{} (seqs {}..{}) replaced seq {} and does not hold it{}",
+                s.version,
+                s.from_seq,
+                s.to_seq,
+                event.seq,
+                earlier.map_or(String::new(), |v| format!(" (v{v} did)"))
             )
         }
-        (State::SummarizedLost, Some(Stand::Placeholder(span))) => format!(
-            "seqs {}..{} needed a summary and none was recorded",
-            span.from_seq, span.to_seq
-        ),
-        _ => format!("seq {}: {}", event.seq, slot.why.words(event)),
+        None => format!("seq {}: {}", event.seq, slot.why.words(event)),
     };
     Lost {
         call: p.call.id,
         reducer: slot.reducer.map_or("", |r| r.as_str()).to_string(),
         reason,
-        summary_version: None,
+        summary_version: summary.map(|s| s.version),
+        summary_excerpt: summary.map(|s| where_it_was(session, matcher, s)),
     }
 }
 
-/// The smallest policy change, of those tried, that keeps the fact to the last
-/// call, verified by projecting every call with it.
-fn keep_with(
+/// The lines of `summary` where an earlier version held the fact: the line
+/// before it in that version, found again, and the one after; else its start.
+fn where_it_was(
     session: &SessionLog,
-    fact: &Fact,
-    fact_events: &[usize],
+    matcher: &Matcher,
+    summary: &crate::model::Summary,
+) -> String {
+    let lines: Vec<&str> = summary.content.lines().collect();
+    let anchor = session
+        .summaries
+        .iter()
+        .filter(|o| o.version < summary.version && matcher.holds(&o.content))
+        .max_by_key(|o| o.version)
+        .and_then(|o| {
+            let old: Vec<&str> = o.content.lines().collect();
+            let at = old.iter().position(|l| matcher.holds(l))?;
+            let before = old.get(at.checked_sub(1)?)?;
+            lines.iter().position(|l| l == before)
+        });
+    let from = anchor.unwrap_or(0);
+    lines[from..lines.len().min(from + 3)].join("\n")
+}
+
+/// Every candidate change that keeps the fact to the last call, checked by
+/// tracing again with it, cheapest first.
+fn fixes(
+    session: &SessionLog,
+    matcher: &Matcher,
+    holders: &[usize],
     choice: &PolicyChoice,
-) -> Option<String> {
-    let last = session.calls.iter().max_by_key(|c| c.id)?;
+) -> Vec<Fix> {
+    let Some(last) = session.calls.iter().max_by_key(|c| c.id) else {
+        return Vec::new();
+    };
     let mut cache = ProjectionCache::default();
-    let base = cache.policy(choice, last).ok()?;
+    let Ok(base) = cache.policy(choice, last) else {
+        return Vec::new();
+    };
+    let first = &session.events[holders[0]];
     let mut candidates: Vec<Vec<String>> = Vec::new();
-    let first = &session.events[fact_events[0]];
+    // Pins: the fact's rarest term, and its events.
+    if let Some(term) = matcher.groups.iter().find_map(|g| match g {
+        Group::Terms { terms, .. } => terms
+            .iter()
+            .filter(|t| t.len() <= 60)
+            .min_by_key(|t| frequency(session, t)),
+        Group::Pattern(_) => None,
+    }) {
+        let original = original_case(&first.content, term);
+        candidates.push(vec![format!("pin.text=[{}]", toml_string(&original))]);
+    }
+    let seqs: Vec<String> = holders
+        .iter()
+        .take(3)
+        .map(|&ix| session.events[ix].seq.to_string())
+        .collect();
+    candidates.push(vec![format!("pin.seqs=[{}]", seqs.join(", "))]);
     if let Some(tool) = &first.tool_name {
         candidates.push(vec![format!("tool_results.tools.{tool}.never_evict=true")]);
         let age = (last.turn - first.turn).max(0) as u64;
         if base.tool_results.keep_turns < age {
             candidates.push(vec![format!("tool_results.keep_turns={age}")]);
         }
-        candidates.push(vec![format!(
-            "tool_results.keep_last={}",
-            base.tool_results.keep_last + 50
-        )]);
     }
     if base.window.max_turns > 0 || base.window.max_tokens > 0 {
         candidates.push(vec![
@@ -350,9 +667,15 @@ fn keep_with(
             "window.max_tokens=0".into(),
         ]);
     }
-    // A window large enough that no summary is needed.
-    let mut window = base.budget.context_window;
-    for _ in 0..8 {
+    if first.kind == Kind::User && base.preset != Preset::PreserveUser {
+        candidates.push(vec!["preset=\"preserve-user\"".into()]);
+    }
+    if base.preset == Preset::Opencode {
+        candidates.push(vec!["opencode.prune=false".into()]);
+    }
+    // A window large enough that no compaction is needed.
+    let mut window = base.budget.context_window.max(1);
+    for _ in 0..4 {
         window *= 2;
         let mut sets = vec![format!("budget.context_window={window}")];
         if base.budget.input_limit > 0 {
@@ -360,25 +683,104 @@ fn keep_with(
         }
         candidates.push(sets);
     }
-    candidates.into_iter().find_map(|sets| {
-        let mut trial = choice.clone();
-        trial.sets.extend(sets.iter().cloned());
-        // Only the last call's state matters; each projection is dropped as the next comes.
-        let mut last = None;
+    let tokens_at_last = |choice: &PolicyChoice| -> Option<u64> {
+        let mut total = None;
         each_call(
             session,
-            &trial,
+            choice,
             &mut ProjectionCache::default(),
-            |_, projected| {
-                last = projected.ok().map(|p| state_at(fact, fact_events, &p).0);
+            |call, p| {
+                if call.id == last.id {
+                    total = p.ok().map(|p| p.total_tokens);
+                }
                 ControlFlow::Continue(())
             },
         );
-        last?.is_present().then(|| {
-            sets.iter()
-                .map(|s| format!("--set {s}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-    })
+        total
+    };
+    let Some(before) = tokens_at_last(choice) else {
+        return Vec::new();
+    };
+    let mut fixes: Vec<Fix> = Vec::new();
+    for sets in candidates {
+        let mut trial = choice.clone();
+        trial.sets.extend(sets.iter().cloned());
+        if cache.policy(&trial, last).is_err() {
+            continue;
+        }
+        let Ok((timeline, _)) = walk(session, matcher, holders, &trial) else {
+            continue;
+        };
+        if !timeline.last().is_some_and(|p| p.state.is_present()) {
+            continue;
+        }
+        let after = tokens_at_last(&trial).unwrap_or(before);
+        let host_setting = host_setting(base.preset, &sets);
+        fixes.push(Fix {
+            set: sets,
+            extra_tokens: after as i64 - before as i64,
+            verified: true,
+            host_setting,
+        });
+        // Larger windows after the first that works only cost more.
+        if fixes
+            .iter()
+            .filter(|f| f.set[0].starts_with("budget.context_window"))
+            .count()
+            > 1
+        {
+            fixes.pop();
+        }
+    }
+    fixes.sort_by_key(|f| f.extra_tokens);
+    fixes
+}
+
+impl Fix {
+    /// The fix as command-line options, quoted for a shell where needed.
+    pub fn command(&self) -> String {
+        self.set
+            .iter()
+            .map(|s| {
+                if s.contains(['"', '[', ' ', '\'']) {
+                    format!("--set '{}'", s.replace('\'', "'\\''"))
+                } else {
+                    format!("--set {s}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// The host's own setting a fix corresponds to, for an imported host's log.
+fn host_setting(preset: Preset, sets: &[String]) -> Option<String> {
+    let set = sets.first()?;
+    match (preset, set.as_str()) {
+        (Preset::Opencode, "opencode.prune=false") => {
+            Some("OpenCode: \"compaction\": {\"prune\": false} in opencode.json".into())
+        }
+        (Preset::Codex, s) if s.starts_with("budget.context_window=") => {
+            Some("Codex: a larger model_auto_compact_token_limit in config.toml".into())
+        }
+        (Preset::ClaudeCode, s) if s.starts_with("budget.context_window=") => {
+            Some("Claude Code: a model with the larger window (or DISABLE_AUTO_COMPACT=1)".into())
+        }
+        _ => None,
+    }
+}
+
+/// `term` (lower case) as `text` writes it.
+fn original_case(text: &str, term: &str) -> String {
+    let lower = text.to_lowercase();
+    match lower.find(term) {
+        Some(at) if text.is_char_boundary(at) && text.is_char_boundary(at + term.len()) => {
+            text[at..at + term.len()].to_string()
+        }
+        _ => term.to_string(),
+    }
+}
+
+fn toml_string(text: &str) -> String {
+    toml::Value::String(text.to_string()).to_string()
 }

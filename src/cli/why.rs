@@ -9,14 +9,16 @@ use crate::display::escape_line;
 use crate::say;
 
 /// The fact named by exactly one of --text, --regex and --seq.
-pub fn fact(text: Option<String>, regex: Option<String>, seq: Option<i64>) -> anyhow::Result<Fact> {
-    match (text, regex, seq) {
-        (Some(text), None, None) => Ok(Fact::Text(text)),
-        (None, Some(pattern), None) => regex::Regex::new(&pattern)
+pub fn fact(text: Vec<String>, regex: Option<String>, seq: Vec<i64>) -> anyhow::Result<Fact> {
+    match (text.is_empty(), regex, seq.is_empty()) {
+        (false, None, true) => Ok(Fact::Texts(text)),
+        (true, Some(pattern), true) => regex::Regex::new(&pattern)
             .map(Fact::Pattern)
             .map_err(|e| anyhow::anyhow!("--regex {pattern}: {e}")),
-        (None, None, Some(seq)) => Ok(Fact::Seq(seq)),
-        _ => anyhow::bail!("name the fact with one of --text, --regex or --seq"),
+        (true, None, false) => Ok(Fact::Seqs(seq)),
+        _ => {
+            anyhow::bail!("name the fact with --text (one or more), --regex or --seq (one or more)")
+        }
     }
 }
 
@@ -52,12 +54,20 @@ pub fn run(
 
 fn print_text(t: &Trace) {
     say!("{}", escape_line(&t.verdict));
-    let seqs: Vec<String> = t.seqs.iter().map(i64::to_string).collect();
     say!(
-        "the fact ({}) is in seq {}",
+        "the fact ({}), traced by {}",
         escape_line(&t.query),
-        seqs.join(", ")
+        escape_line(&t.traced_by.join("; "))
     );
+    say!("held by:");
+    for h in &t.holders {
+        let name = match (h.seq, h.version) {
+            (Some(seq), _) => format!("seq {seq} ({})", h.kind),
+            (_, Some(v)) => format!("summary v{v}"),
+            _ => h.kind.clone(),
+        };
+        say!("  {name}: {}", escape_line(&h.excerpt));
+    }
     let strip: String = t.timeline.iter().map(|p| p.state.glyph()).collect();
     say!(
         "calls {}..{}: {strip}",
@@ -65,7 +75,7 @@ fn print_text(t: &Trace) {
         t.timeline.last().map_or(0, |p| p.call)
     );
     say!(
-        "  (● verbatim ▲ pinned Σ summarized, kept ✗ summarized, lost ○ stubbed ◐ truncated ✕ dropped · future)"
+        "  (● verbatim ▲ pinned Σ summarized, kept ? a summary due, none recorded ✗ summarized, lost ○ stubbed ◐ truncated ✕ dropped · future)"
     );
     let mut previous = None;
     for point in &t.timeline {
@@ -85,7 +95,23 @@ fn print_text(t: &Trace) {
             previous = Some(point.state);
         }
     }
-    if let Some(keep) = &t.keep_with {
-        say!("keeps it to the last call: {}", escape_line(keep));
+    if let Some(text) = t.lost_at.as_ref().and_then(|l| l.summary_excerpt.as_ref()) {
+        say!("where the fact used to be, the summary now says:");
+        for line in text.lines() {
+            say!("  | {}", escape_line(line));
+        }
+    }
+    if !t.fixes.is_empty() {
+        say!("fixes that keep it to the last call (each checked), cheapest first:");
+        for f in &t.fixes {
+            say!(
+                "  {:+} tokens: {}{}",
+                f.extra_tokens,
+                escape_line(&f.command()),
+                f.host_setting
+                    .as_ref()
+                    .map_or(String::new(), |h| format!(" ({})", escape_line(h)))
+            );
+        }
     }
 }

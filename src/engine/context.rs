@@ -229,6 +229,8 @@ pub enum Why {
     ClearedByHost,
     /// A marker of the host's compaction, which the host does not send.
     Marker,
+    /// The policy pins it (`pin.text`, `pin.seqs`).
+    PinnedByPolicy,
     /// The call's record sends it changed (preset recorded).
     Recorded,
     /// The call's record does not send it.
@@ -321,6 +323,7 @@ impl Why {
             ),
             Why::ClearedByHost => "the host cleared it (microcompact) before this call".into(),
             Why::Marker => "the host's compaction marker: not sent to the model".into(),
+            Why::PinnedByPolicy => "pinned by the policy (pin.text or pin.seqs)".into(),
             Why::Recorded => "the record sends it changed".into(),
             Why::NotRecorded => "the record does not send it".into(),
             Why::NoRecord => "the call has no record".into(),

@@ -83,6 +83,8 @@ pub enum ReducerName {
     Codex,
     /// Claude Code's compaction.
     ClaudeCode,
+    /// The policy's pins.
+    Pin,
 }
 
 impl ReducerName {
@@ -101,6 +103,7 @@ impl ReducerName {
             ReducerName::Microcompact => "microcompact",
             ReducerName::Codex => "codex",
             ReducerName::ClaudeCode => "claude_code",
+            ReducerName::Pin => "pin",
         }
     }
 }
@@ -323,7 +326,10 @@ pub fn project<'a>(
     let before = state.block_through;
     let mut fired = Vec::new();
     let design = presets::of(policy.preset);
-    let context = (design.project)(context, &budget, policy, state, &mut fired);
+    let mut context = (design.project)(context, &budget, policy, state, &mut fired);
+    if policy.preset != Preset::Recorded && !policy.pin.is_empty() {
+        pin(&mut context, &policy.pin);
+    }
     // A compaction: what stands in for the oldest span changed, the block
     // moved, or a byte-rule preset or opencode's prune cut something.
     let covers = |stand: Option<Stand>| match stand? {
@@ -349,6 +355,29 @@ pub fn project<'a>(
     projected.fired = fired;
     projected.compacted = compacted;
     Ok(projected)
+}
+
+/// Keeps every event the policy pins verbatim (pinned, after what stands for
+/// the oldest span), with its pair.
+fn pin(ctx: &mut Context, pins: &crate::policy::Pin) {
+    for ix in 0..ctx.events.len() {
+        if !pins.holds(&ctx.events[ix]) {
+            continue;
+        }
+        let pair = ctx.session.partner_of(ix).filter(|&p| p < ctx.events.len());
+        for ix in std::iter::once(ix).chain(pair) {
+            if ctx.slots[ix].status != Status::Verbatim && ctx.slots[ix].status != Status::Pinned {
+                let tokens = ctx.raw_tokens(ix);
+                ctx.set(
+                    ix,
+                    Status::Pinned,
+                    ReducerName::Pin,
+                    Why::PinnedByPolicy,
+                    tokens,
+                );
+            }
+        }
+    }
 }
 
 /// The state before `call`, from the session's earlier calls in id order.

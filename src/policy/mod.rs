@@ -26,6 +26,7 @@ pub struct Policy {
     pub window: Window,
     pub summary: SummaryPolicy,
     pub trigger: Trigger,
+    pub pin: Pin,
     #[serde(rename = "preserve-user")]
     pub preserve_user: PreserveUser,
     #[serde(rename = "token-fraction")]
@@ -210,6 +211,31 @@ pub struct SummaryPolicy {
     pub summarize_to: f64,
     pub pretrim_window: u64,
     pub pretrim_tool_lines: u64,
+}
+
+/// What every preset keeps verbatim: events holding one of `text`, and the
+/// events `seqs` names.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pin {
+    pub text: Vec<String>,
+    pub seqs: Vec<i64>,
+}
+
+impl Pin {
+    /// Whether `event` is pinned.
+    pub fn holds(&self, event: &crate::model::Event) -> bool {
+        self.seqs.contains(&event.seq)
+            || (!self.text.is_empty() && {
+                let lower = event.content.to_lowercase();
+                self.text
+                    .iter()
+                    .any(|t| !t.is_empty() && lower.contains(&t.to_lowercase()))
+            })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.seqs.is_empty()
+    }
 }
 
 /// When compaction happens: budget, structural and temporal triggers.
@@ -991,6 +1017,14 @@ fn check_table(
             (Value::Table(inner), Value::Table(given)) => check_table(given, inner, &key, source)?,
             (Value::Integer(_), Value::Integer(n)) if *n < 0 => {
                 return Err(fail(&key, format!("{n} is negative")));
+            }
+            (Value::Array(_), Value::Array(items)) if key == "pin.seqs" => {
+                if let Some(item) = items.iter().find(|v| v.as_integer().is_none_or(|n| n < 0)) {
+                    return Err(fail(
+                        &key,
+                        format!("expected a list of seqs (whole numbers), got {item}"),
+                    ));
+                }
             }
             (Value::Array(_), Value::Array(items)) => {
                 if let Some(item) = items.iter().find(|v| !v.is_str()) {

@@ -758,8 +758,8 @@ impl App {
     /// call, and goes to the call where it was lost.
     fn trace_fact(&mut self) {
         let fact = match (&self.search, self.selected_event()) {
-            (Some((query, _)), _) => Fact::Text(query.clone()),
-            (None, Some(ix)) => Fact::Seq(self.session().events[ix].seq),
+            (Some((query, _)), _) => Fact::Texts(vec![query.clone()]),
+            (None, Some(ix)) => Fact::Seqs(vec![self.session().events[ix].seq]),
             (None, None) => {
                 self.status = "select an event, or search, then press w".to_string();
                 return;

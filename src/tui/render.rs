@@ -872,7 +872,9 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
             )));
             lines.push(Line::from(""));
             let matcher = match &app.why {
-                Some((crate::analysis::why::Fact::Text(text), _)) => Matcher::new(text),
+                Some((crate::analysis::why::Fact::Texts(texts), _)) => {
+                    texts.first().and_then(|t| Matcher::new(t))
+                }
                 _ => None,
             };
             let text = app.view.as_ref().and_then(|v| v.stand_text.as_deref());
