@@ -242,7 +242,7 @@ fn every_text_output_shows_the_controls_escaped() {
     shows(
         "why --text",
         &why,
-        &[r"the fact (\e]0;pwned\x07) is in seq 2, 3, 4"],
+        &[r"the fact (\e]0;pwned\x07), traced by \e]0;pwned\x07"],
     );
     let (stats, _) = run(&["stats", log, "--encoding", "chars4"]);
     shows(
@@ -451,6 +451,8 @@ fn highlighted(log: &Path, query: &str) -> Vec<String> {
     step_text(&mut app, Control::Search, query);
     app.step(Control::Why);
     assert!(app.why.is_some(), "{query}: {}", app.status);
+    // Close the why panel.
+    app.step(Control::Back);
     step_text(&mut app, Control::Jump, "2");
     app.step(Control::SwitchPane);
     app.step(Control::Top);

@@ -389,14 +389,45 @@ fn w_traces_the_search_shows_the_strip_and_goes_to_where_it_was_lost() {
     let (_, trace) = app.why.clone().unwrap();
     let lost = trace.lost_at.as_ref().unwrap().call;
     assert_eq!(app.current_call().unwrap().id, lost);
+    // The why panel: the whole verdict, the fixes, the strip, the holders,
+    // wrapped at 80 columns rather than cut.
+    for (w, h) in [(80, 24), (160, 45)] {
+        let screen = text(&draw(&mut app, w, h, COLOR));
+        insta::assert_snapshot!(format!("why_panel_{w}x{h}"), screen);
+        // The panel's own columns, read as one text.
+        let rows: Vec<Vec<char>> = screen.lines().map(|l| l.chars().collect()).collect();
+        let title = rows
+            .iter()
+            .position(|r| r.iter().collect::<String>().contains("┌ why:"))
+            .unwrap();
+        let left = rows[title].iter().position(|&c| c == '┌').unwrap();
+        let right = rows[title].iter().position(|&c| c == '┐').unwrap();
+        let panel: String = rows[title + 1..]
+            .iter()
+            .take_while(|r| r.get(left) != Some(&'└'))
+            .map(|r| r[left + 1..right.min(r.len())].iter().collect::<String>())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let flat = panel.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains("lost at call 44 (summary): summary v2"),
+            "{flat}"
+        );
+        assert!(
+            flat.contains("still missing at the last call (76)"),
+            "{flat}"
+        );
+        assert!(
+            flat.contains("--set 'pin.text=[\"billing-deploy-key\"]'"),
+            "{flat}"
+        );
+        assert!(flat.contains("Esc close"), "{flat}");
+    }
+    app.step(Control::Back);
     let screen = text(&draw(&mut app, 160, 48, COLOR));
     let strip = screen.lines().find(|l| l.starts_with(" why ")).unwrap();
     insta::assert_snapshot!("why_strip_160", strip);
-    assert!(
-        strip.contains("lost at call") && app.status.contains("summary v2"),
-        "{}",
-        app.status
-    );
+    assert!(strip.contains("lost at call"), "{strip}");
 
     // Where a summary still holds the fact, its text shows it highlighted.
     jump(&mut app, "30");
@@ -410,4 +441,23 @@ fn w_traces_the_search_shows_the_strip_and_goes_to_where_it_was_lost() {
             .modifier
             .contains(ratatui::style::Modifier::REVERSED)
     );
+}
+
+#[test]
+fn enter_on_a_fix_in_the_why_panel_applies_it_and_keeps_the_fact() {
+    let mut app = sample("forgot-deploy-key.db");
+    app.step(Control::Search);
+    for c in "1Password".chars() {
+        app.step(Control::Type(c));
+    }
+    app.step(Control::Confirm);
+    app.step(Control::Why);
+    let (_, before) = app.why.clone().unwrap();
+    assert!(!before.present_at_last);
+    let cheapest = before.fixes[0].set.clone();
+    app.step(Control::Detail);
+    assert_eq!(app.overrides(), cheapest.as_slice());
+    let (_, after) = app.why.clone().unwrap();
+    assert!(after.present_at_last, "{}", after.verdict);
+    assert!(app.status.starts_with("applied --set"), "{}", app.status);
 }

@@ -75,6 +75,11 @@ pub enum Mode {
     Compare(usize),
     /// Where the call's record and its projection differ, from this row.
     Differences(usize),
+    /// The why panel: its scroll, and the fix selected.
+    Why {
+        scroll: u16,
+        fix: usize,
+    },
 }
 
 /// One row of the history pane: an event, or the rule at a split point.
@@ -633,6 +638,7 @@ impl App {
                 };
                 return;
             }
+            Mode::Why { scroll, fix } => return self.why_panel(control, scroll, fix),
             Mode::PolicyInput(key, text) => return super::editor::input(self, control, key, text),
             Mode::Help => {
                 match control {
@@ -778,10 +784,64 @@ impl App {
                     self.pause();
                     self.select_call(index);
                 }
-                self.status = t.verdict.clone();
+                self.status = String::new();
                 self.why = Some((fact, t));
+                self.mode = Mode::Why { scroll: 0, fix: 0 };
             }
             Err(e) => self.status = e,
+        }
+    }
+
+    /// Keys in the why panel: j/k pick a fix, PgUp/PgDn scroll, Enter
+    /// applies the fix to the live policy, Esc or w closes.
+    fn why_panel(&mut self, control: Control, scroll: u16, fix: usize) {
+        let fixes = self.why.as_ref().map_or(0, |(_, t)| t.fixes.len());
+        self.mode = match control {
+            Control::Down => Mode::Why {
+                scroll,
+                fix: (fix + 1).min(fixes.saturating_sub(1)),
+            },
+            Control::Up => Mode::Why {
+                scroll,
+                fix: fix.saturating_sub(1),
+            },
+            Control::PageDown => Mode::Why {
+                scroll: scroll.saturating_add(self.page as u16),
+                fix,
+            },
+            Control::PageUp => Mode::Why {
+                scroll: scroll.saturating_sub(self.page as u16),
+                fix,
+            },
+            Control::Detail | Control::Confirm => {
+                let chosen = self
+                    .why
+                    .as_ref()
+                    .and_then(|(_, t)| t.fixes.get(fix))
+                    .cloned();
+                if let Some(chosen) = chosen {
+                    let mut sets = self.choice.sets.clone();
+                    sets.extend(chosen.set.iter().cloned());
+                    self.status = match self.set_overrides(sets) {
+                        Ok(()) => format!("applied {}", chosen.command()),
+                        Err(e) => e,
+                    };
+                    self.trace_fact_again();
+                }
+                Mode::Normal
+            }
+            Control::Back | Control::Why | Control::Quit => Mode::Normal,
+            _ => Mode::Why { scroll, fix },
+        };
+    }
+
+    /// The traced fact, traced again under the policy as it is now.
+    fn trace_fact_again(&mut self) {
+        if let Some((fact, _)) = self.why.take() {
+            let log = Arc::clone(&self.log);
+            if let Ok(t) = trace(&log.sessions[self.session], &fact, &self.choice) {
+                self.why = Some((fact, t));
+            }
         }
     }
 

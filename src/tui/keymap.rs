@@ -153,7 +153,7 @@ pub const KEYMAP: &[Binding] = &[
         &[KeyCode::Char('w')],
         "w",
         Control::Why,
-        "why: trace the search (or the selected event) through every call; go to where it was lost",
+        "why: trace the search (or the selected event); a panel with the verdict, holders and fixes",
     ),
     bind(
         &[KeyCode::Char('F')],

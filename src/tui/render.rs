@@ -169,6 +169,7 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
         Mode::Policy(sel) => draw_editor(frame, app, *sel, None, theme),
         Mode::Compare(top) => draw_compare(frame, app, *top, theme),
         Mode::Differences(top) => draw_differences(frame, app, *top, theme),
+        Mode::Why { scroll, fix } => draw_why_panel(frame, app, *scroll, *fix, theme),
         Mode::PolicyInput(key, text) => {
             let sel = super::editor::rows(app)
                 .iter()
@@ -415,8 +416,10 @@ fn draw_why(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             .expect("chunks are not empty");
         let style = if point.state.is_present() {
             theme.fg(Color::Green)
-        } else {
+        } else if point.state.is_lost() {
             theme.fg(Color::Red)
+        } else {
+            theme.fg(Color::Yellow)
         };
         let style = if bucket.iter().any(|p| Some(p.call) == selected) {
             style.add_modifier(Modifier::REVERSED)
@@ -1142,6 +1145,105 @@ fn draw_editor(frame: &mut Frame, app: &App, sel: usize, typing: Option<&String>
 }
 
 /// Policy A (each call's recorded one) against policy B (as edited), per call.
+/// The lines of the why panel: the verdict, what the fact is traced by,
+/// its holders, the strip, where it was lost, and the fixes (`fix` marked).
+pub fn why_lines(trace: &crate::analysis::why::Trace, fix: usize) -> Vec<Line<'static>> {
+    let bold = |t: String| Line::from(t).add_modifier(Modifier::BOLD);
+    let mut lines = vec![
+        Line::from(display::escape_line(&trace.verdict).into_owned()),
+        Line::from(""),
+    ];
+    if trace.fixes.is_empty() {
+        lines.push(Line::from(if trace.present_at_last {
+            "nothing to fix: the model had it at the last call"
+        } else {
+            "no fix tried keeps it to the last call"
+        }));
+    } else {
+        lines.push(bold(
+            "fixes, each checked, cheapest first (Enter applies)".into(),
+        ));
+        for (i, f) in trace.fixes.iter().enumerate() {
+            let line = Line::from(format!(
+                "{} {:+} tokens: {}{}",
+                if i == fix { "▶" } else { " " },
+                f.extra_tokens,
+                display::escape_line(&f.command()),
+                f.host_setting
+                    .as_ref()
+                    .map_or(String::new(), |h| format!(" ({})", display::escape_line(h)))
+            ));
+            lines.push(if i == fix {
+                line.add_modifier(Modifier::REVERSED)
+            } else {
+                line
+            });
+        }
+    }
+    let strip: String = trace.timeline.iter().map(|p| p.state.glyph()).collect();
+    lines.push(bold(format!(
+        "calls {}..{}",
+        trace.timeline.first().map_or(0, |p| p.call),
+        trace.timeline.last().map_or(0, |p| p.call)
+    )));
+    lines.push(Line::from(strip));
+    lines.push(Line::from(
+        "  ● verbatim ▲ pinned Σ summarized, kept ? summary due, none recorded ✗ summarized, lost ○ stubbed ◐ truncated ✕ dropped · future",
+    ).add_modifier(Modifier::DIM));
+    if let Some(text) = trace
+        .lost_at
+        .as_ref()
+        .and_then(|l| l.summary_excerpt.as_ref())
+    {
+        lines.push(bold("where it used to be, the summary now says".into()));
+        lines.extend(
+            text.lines()
+                .map(|l| Line::from(format!("  | {}", display::escape_line(l)))),
+        );
+    }
+    lines.push(Line::from(format!(
+        "traced by: {}",
+        display::escape_line(&trace.traced_by.join("; "))
+    )));
+    lines.push(bold("held by".into()));
+    for h in &trace.holders {
+        let name = match (h.seq, h.version) {
+            (Some(seq), _) => format!("seq {seq} ({})", h.kind),
+            (_, Some(v)) => format!("summary v{v}"),
+            _ => h.kind.clone(),
+        };
+        lines.push(Line::from(format!(
+            "  {name}: {}",
+            display::escape_line(&h.excerpt)
+        )));
+    }
+    lines
+}
+
+/// The why panel: everything `why` says, wrapped and scrolled, never cut.
+fn draw_why_panel(frame: &mut Frame, app: &App, scroll: u16, fix: usize, theme: Theme) {
+    let Some((_, trace)) = &app.why else {
+        return;
+    };
+    let area = centered(frame, 120, frame.area().height.saturating_sub(2));
+    frame.render_widget(Clear, area);
+    let block = pane_block(
+        format!(" why: {} ", display::escape_line(&trace.query)),
+        true,
+        theme,
+    );
+    let mut lines = vec![
+        Line::from("j/k a fix · Enter applies it · PgUp/PgDn scroll · Esc close")
+            .add_modifier(Modifier::DIM),
+    ];
+    lines.extend(why_lines(trace, fix));
+    let paragraph = paragraph(lines)
+        .block(block)
+        .wrap(Wrap { trim: false })
+        .scroll((scroll, 0));
+    frame.render_widget(paragraph, area);
+}
+
 /// The record's message at `at`, and whether it is the summary in force.
 fn recorded_item(view: &super::app::CallView, at: usize) -> (&Event, bool) {
     let sent = view.sent.as_deref().expect("a record's items");
