@@ -3,9 +3,9 @@
 //! `ctxlens import API` reads back.
 //!
 //! Each context item maps by its kind, else by its role; summaries,
-//! placeholders, injections and compaction markers have the role `user`
-//! (most hosts send a compaction summary as a user message) and go as user
-//! text.
+//! placeholders, injections and compaction markers go with the role their
+//! item has: `user` (most hosts send a compaction summary as a user
+//! message), or `assistant` for the opencode preset's summary.
 //!
 //! - `openai-chat`: `{model, messages}`. Every system item is a `system`
 //!   message where it stands. A tool call joins the assistant message right

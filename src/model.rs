@@ -179,8 +179,8 @@ pub struct Usage {
     pub cache_read_tokens: Option<i64>,
     pub cache_write_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
-    /// Of the output, what the model spent reasoning, where the provider
-    /// reports it apart (kept in the `ctxlens_usage` table).
+    /// What the model spent reasoning, where the provider reports it apart
+    /// from the output (OpenCode does; kept in the `ctxlens_usage` table).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<i64>,
 }
@@ -365,12 +365,12 @@ impl SessionLog {
         self.events.iter().map(|e| e.turn + 1).max().unwrap_or(0)
     }
 
-    /// The events a model call saw: every event with `seq <= last_seq`.
     /// Whether the session holds a `compaction` marker event.
     pub fn has_markers(&self) -> bool {
         self.events.iter().any(|e| e.kind == Kind::Compaction)
     }
 
+    /// The events a model call saw: every event with `seq <= last_seq`.
     pub fn seen_by(&self, call: &ModelCall) -> &[Event] {
         let end = self.events.partition_point(|e| e.seq <= call.last_seq);
         &self.events[..end]

@@ -95,10 +95,12 @@ fn changed(was: &str, now: &str) -> Status {
 
 /// A call's record read back: its events in send order, each found in the
 /// history or not.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Sent {
     pub events: Vec<Event>,
     pub found: Vec<Found>,
+    /// The record's index of each history event it sends, by history index.
+    at: HashMap<usize, usize>,
     /// The events that are the summary in force (their texts, joined, are
     /// its text), where the record holds it.
     pub summary: Option<Range<usize>>,
@@ -119,17 +121,23 @@ impl Sent {
         };
         let found = find(history, &events);
         let summary = summary.and_then(|s| summary_in(&events, &found, s.content.trim()));
+        let mut at = HashMap::new();
+        for (i, f) in found.iter().enumerate() {
+            if let Some(ix) = f.index() {
+                at.entry(ix).or_insert(i);
+            }
+        }
         Some(Ok(Sent {
             events,
             found,
+            at,
             summary,
         }))
     }
 
     /// The record's text for the history event at `ix`, where it sends it.
     pub fn text_for(&self, ix: usize) -> Option<&str> {
-        let at = self.found.iter().position(|f| f.index() == Some(ix))?;
-        Some(&self.events[at].content)
+        Some(&self.events[*self.at.get(&ix)?].content)
     }
 }
 

@@ -276,3 +276,82 @@ fn data(path: &str) -> Option<std::path::PathBuf> {
         None
     }
 }
+
+/// A Codex rollout that compacted twice replays to its record under the
+/// codex preset: the earlier marker inside the newer summary's span.
+#[test]
+fn a_rollout_compacted_twice_replays_to_its_record() {
+    let prefix = ctxlens::policy::Policy::default().codex.summary_prefix;
+    let line = |ts: u32, kind: &str, payload: serde_json::Value| {
+        serde_json::json!({"timestamp": format!("2026-01-01T00:00:{ts:02}Z"), "type": kind, "payload": payload})
+            .to_string()
+    };
+    let user = |text: &str| serde_json::json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]});
+    let reply = |text: &str| serde_json::json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]});
+    let usage = |input: u64| serde_json::json!({"type": "token_count", "info": {"total_token_usage": {"input_tokens": input, "cached_input_tokens": 0, "output_tokens": 10}, "last_token_usage": {"input_tokens": input, "cached_input_tokens": 0, "output_tokens": 10}, "model_context_window": 258400}});
+    let compacted = |text: &str| serde_json::json!({"message": format!("{prefix}\n{text}")});
+    let lines = [
+        line(
+            0,
+            "session_meta",
+            serde_json::json!({"id": "twice", "cwd": "/p", "base_instructions": {"text": "You are Codex."}}),
+        ),
+        line(1, "response_item", user("first task")),
+        line(2, "response_item", reply("done one")),
+        line(2, "event_msg", usage(500)),
+        line(3, "compacted", compacted("ONE")),
+        line(4, "response_item", user("second task")),
+        line(5, "response_item", reply("done two")),
+        line(5, "event_msg", usage(600)),
+        line(6, "compacted", compacted("TWO")),
+        line(7, "response_item", user("third task")),
+        line(8, "response_item", reply("done three")),
+        line(8, "event_msg", usage(700)),
+    ];
+    let dir = tempfile::TempDir::new().unwrap();
+    let src = dir.path().join("rollout.jsonl");
+    std::fs::write(&src, lines.join("\n") + "\n").unwrap();
+    let log = dir.path().join("log.db");
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args(["import", "codex"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args(["replay", "--json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let replay: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(replay["diverging"], 0, "{}", replay["calls"]);
+    let last = replay["calls"].as_array().unwrap().last().unwrap()["call"]
+        .as_i64()
+        .unwrap();
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args(["project", "--json", "--call", &last.to_string()])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let p: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let texts: Vec<&str> = p["context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["text"].as_str().unwrap())
+        .collect();
+    // Both user messages kept, the newest summary, then the new turn.
+    assert_eq!(texts[1..3], ["first task", "second task"], "{texts:?}");
+    assert!(texts[3].ends_with("\nTWO"), "{texts:?}");
+    assert_eq!(texts[4], "third task", "{texts:?}");
+}

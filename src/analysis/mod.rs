@@ -175,10 +175,7 @@ pub fn project_call<'a>(
     let policy = cache.policy(choice, call)?;
     let quick = policy.preset == Preset::Pipeline
         && policy.trigger.looks_only_at_the_call(session.has_markers());
-    // The record needs no earlier call.
-    let mut state = if policy.preset == Preset::Recorded {
-        State::default()
-    } else if quick {
+    let mut state = if quick {
         let policy_of = |c: &ModelCall| {
             let policy = cache.shared_policy(choice, c).ok()?;
             let counts = cache.counts(session, policy.budget.encoding);

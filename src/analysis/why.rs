@@ -506,7 +506,10 @@ fn walk(
                 }
             };
             // Under preset recorded, a call without a record says nothing.
-            if p.errors.iter().any(|e| e.kind == "no_record") {
+            if p.errors
+                .iter()
+                .any(|e| matches!(e.kind, "no_record" | "bad_record"))
+            {
                 return ControlFlow::Continue(());
             }
             let (state, ix, holders_in_context) = state_at(matcher, holders, &p);

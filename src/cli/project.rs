@@ -43,11 +43,15 @@ pub fn run(
         };
         anyhow::bail!("{}: no model call {call_id}; {range}", path.display());
     };
-    if choice.record && call.rendered.is_none() {
-        anyhow::bail!(
-            "{}: model call {call_id} has no audit record (its rendered column is empty)",
-            path.display()
-        );
+    if choice.record {
+        match crate::record::events_of(call) {
+            None => anyhow::bail!(
+                "{}: model call {call_id} has no audit record (its rendered column is empty)",
+                path.display()
+            ),
+            Some(Err(e)) => anyhow::bail!("{}: {e}", path.display()),
+            Some(Ok(_)) => {}
+        }
     }
     let mut cache = ProjectionCache::default();
     let (policy, projected) = project_call(session, call, choice, &mut cache)

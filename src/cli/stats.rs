@@ -62,7 +62,7 @@ struct Reported {
     input_tokens: i64,
     cache_read_tokens: i64,
     output_tokens: i64,
-    /// Of the output, reasoning, where the provider reported it apart.
+    /// Reasoning, where the provider reported it apart from the output.
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_tokens: Option<i64>,
     /// The summarizing calls a host made to compact (their usage is kept

@@ -235,8 +235,10 @@ pub enum Why {
     Recorded,
     /// The call's record does not send it.
     NotRecorded,
-    /// The call has no record to read (or one that does not read).
+    /// The call has no record to read.
     NoRecord,
+    /// The call's record does not read (its rendered column is not JSON).
+    BadRecord,
 }
 
 impl Why {
@@ -327,6 +329,7 @@ impl Why {
             Why::Recorded => "the record sends it changed".into(),
             Why::NotRecorded => "the record does not send it".into(),
             Why::NoRecord => "the call has no record".into(),
+            Why::BadRecord => "the call's record does not read".into(),
         }
     }
 }

@@ -85,6 +85,8 @@ pub enum ReducerName {
     ClaudeCode,
     /// The policy's pins.
     Pin,
+    /// A host's compaction marker, which the host does not send.
+    Marker,
 }
 
 impl ReducerName {
@@ -104,6 +106,7 @@ impl ReducerName {
             ReducerName::Codex => "codex",
             ReducerName::ClaudeCode => "claude_code",
             ReducerName::Pin => "pin",
+            ReducerName::Marker => "marker",
         }
     }
 }
@@ -243,7 +246,9 @@ impl<'a> Projected<'a> {
         self.stand?;
         self.order.iter().find_map(|item| match *item {
             ItemRef::Event(ix, status)
-                if status != Status::Pinned && ix >= self.first_dialogue() =>
+                if status != Status::Pinned
+                    && ix >= self.first_dialogue()
+                    && !self.lead.contains(&ix) =>
             {
                 Some(self.session.events[ix].seq)
             }
@@ -279,7 +284,10 @@ impl<'a> Projected<'a> {
             .iter()
             .zip(previous)
             .zip(&self.order_tokens)
-            .take_while(|((a, b), _)| a.same_as(b) && !matches!(a, ItemRef::Injection(_)))
+            // The engine's own messages around the stand belong to the prefix.
+            .take_while(|((a, b), _)| {
+                a.same_as(b) && !matches!(a, ItemRef::Injection(i) if *i >= self.around_stand)
+            })
             .map(|(_, tokens)| tokens)
             .sum()
     }
@@ -302,7 +310,8 @@ pub struct State {
     /// Tool results cleared (opencode's prune, claude-code's microcompact),
     /// with the call that cleared them, by seq.
     pub pruned: Arc<Vec<(i64, i64)>>,
-    /// Opencode: the log's marker event the split ends before, where one does.
+    /// The log's marker the split was last moved to (opencode, codex,
+    /// claude-code), so it is followed once.
     pub marker: Option<i64>,
     pub previous_last_seq: Option<i64>,
     /// The call before (its id), and the tokens it was projected with.

@@ -61,7 +61,9 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
     let window = lines
         .iter()
         .find_map(|(_, l)| l["payload"]["info"]["model_context_window"].as_u64())
-        .map_or(DEFAULT_WINDOW, |effective| effective * 100 / 95);
+        .map_or(DEFAULT_WINDOW, |effective| {
+            effective.saturating_mul(100) / 95
+        });
     draft.markers_unsent = true;
     draft.policy = Some(format!(
         r#"{{"preset":"codex","budget":{{"context_window":{window}}}}}"#

@@ -132,6 +132,8 @@ pub struct RecordDiff {
     pub recorded: Vec<Message>,
     pub projected: Vec<Message>,
     pub changes: Vec<Change>,
+    /// Why the record could not be read, where it could not.
+    pub unreadable: Option<String>,
 }
 
 impl CallView {
@@ -446,16 +448,27 @@ impl App {
                     let replay = compare(session, call, &p, 0, Some(&policy));
                     let record = call.rendered.is_some().then(|| {
                         let summary = call.summary_id.and_then(|id| session.summary(id));
-                        let recorded = match Sent::of(call, session.seen_by(call), summary) {
-                            Some(Ok(sent)) => record_messages(session, &sent),
-                            _ => Vec::new(),
-                        };
                         let projected = p.messages(&policy);
-                        let changes = crate::record::compare(&recorded, &projected);
-                        RecordDiff {
-                            recorded,
-                            projected,
-                            changes,
+                        match Sent::of(call, session.seen_by(call), summary) {
+                            Some(Ok(sent)) => {
+                                let recorded = record_messages(session, &sent);
+                                let changes = crate::record::compare(&recorded, &projected);
+                                RecordDiff {
+                                    recorded,
+                                    projected,
+                                    changes,
+                                    unreadable: None,
+                                }
+                            }
+                            unread => RecordDiff {
+                                recorded: Vec::new(),
+                                projected,
+                                changes: Vec::new(),
+                                unreadable: Some(match unread {
+                                    Some(Err(e)) => e,
+                                    _ => "no record".into(),
+                                }),
+                            },
                         }
                     });
                     // The record in the pane: the same call under preset recorded.

@@ -767,7 +767,10 @@ fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                     line
                 });
             }
-            let n = view.record.as_ref().map(|r| r.changes.len());
+            let n = view
+                .record
+                .as_ref()
+                .map(|r| r.changes.len() + usize::from(r.unreadable.is_some()));
             let plural = if n == Some(1) { "" } else { "s" };
             match (view.sent.is_some(), app.show_record, n) {
                 (true, _, Some(0)) => format!(
@@ -1273,7 +1276,12 @@ fn draw_differences(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
         ))
         .add_modifier(Modifier::DIM),
     ];
-    if diff.changes.is_empty() {
+    if let Some(why) = &diff.unreadable {
+        lines.push(Line::from(format!(
+            " the record does not read: {}",
+            display::escape_line(why)
+        )));
+    } else if diff.changes.is_empty() {
         lines.push(Line::from(
             " they match: every message, role and text (ends trimmed, JSON keys in order)",
         ));
@@ -1334,6 +1342,7 @@ fn draw_differences(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
     frame.render_widget(paragraph(lines).block(block), area);
 }
 
+/// The recorded policy (A) against the edited one (B), call by call.
 fn draw_compare(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
     let area = centered(frame, 112, frame.area().height.saturating_sub(4));
     frame.render_widget(Clear, area);

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::{drop_markers, estimate, marker_after};
+use super::{count_before, drop_markers, estimate, follow_marker};
 use crate::engine::context::{Context, Why};
 use crate::engine::split::collapse;
 use crate::engine::{ReducerName, Span, State, Status, seconds};
@@ -44,15 +44,11 @@ pub fn project<'a>(
     let c = &policy.claude_code;
     let first = ctx.first_dialogue();
     let n = ctx.events.len();
-    if let Some(ix) = marker_after(&ctx, state, policy) {
-        fired.push("marker");
-        state.split = Some(Span {
-            from_seq: ctx.events[first].seq,
-            to_seq: ctx.events[ix - 1].seq,
-        });
-        state.marker = Some(ctx.events[ix].seq);
-    } else if n > first
-        && count(&ctx, budget, state).is_some_and(|count| count >= threshold(policy))
+    let followed = follow_marker(&ctx, state, policy, fired).is_some();
+    if !followed
+        && n > first
+        && count_before(&ctx, budget, state, estimate)
+            .is_some_and(|count| count >= threshold(policy))
         && state.split.is_none_or(|s| s.to_seq < ctx.events[n - 1].seq)
     {
         fired.push("auto_compact");
@@ -65,7 +61,7 @@ pub fn project<'a>(
     if let Some(span) = state.split {
         ctx = collapse(ctx, span, policy.summary.use_recorded);
     }
-    drop_markers(&mut ctx, ReducerName::ClaudeCode);
+    drop_markers(&mut ctx);
     if c.microcompact && idle(&ctx, state, c) {
         microcompact(&ctx, c, state, fired);
     }
@@ -73,31 +69,13 @@ pub fn project<'a>(
     ctx
 }
 
-/// What Claude Code counts before this call: the previous call's reported
-/// input and output (or, without usage, the estimate it was projected
-/// with), plus characters/4 of the messages added since that are not the
-/// model's own output.
-fn count(ctx: &Context, budget: &Budget, state: &State) -> Option<u64> {
-    let previous = ctx.session.call(state.previous_call?)?;
-    let u = previous.usage;
-    let reported = match u.input_tokens {
-        Some(input) => (input.max(0) + u.output_tokens.unwrap_or(0).max(0)) as u64,
-        None => budget.provider(state.previous_total),
-    };
-    let since = ctx.events.partition_point(|e| e.seq <= previous.last_seq);
-    let added: u64 = ctx.events[since..]
-        .iter()
-        .filter(|e| matches!(e.kind, Kind::User | Kind::ToolResult | Kind::System))
-        .map(|e| estimate(&e.content))
-        .sum();
-    Some(reported + added)
-}
-
 /// Whether more than `idle_minutes` passed since the previous call.
 fn idle(ctx: &Context, state: &State, c: &ClaudeCode) -> bool {
     let previous = state.previous_call.and_then(|id| ctx.session.call(id));
     match (previous.and_then(|p| seconds(&p.ts)), seconds(&ctx.call.ts)) {
-        (Some(then), Some(now)) => now - then > c.idle_minutes as i64 * 60,
+        (Some(then), Some(now)) => {
+            now.saturating_sub(then) > (c.idle_minutes as i64).saturating_mul(60)
+        }
         _ => false,
     }
 }
@@ -115,8 +93,9 @@ fn microcompact(ctx: &Context, c: &ClaudeCode, state: &mut State, fired: &mut Ve
     let results: Vec<i64> = ctx
         .events
         .iter()
-        .filter(|e| compactable(e, c))
-        .map(|e| e.seq)
+        .zip(&ctx.slots)
+        .filter(|(e, slot)| compactable(e, c) && slot.status.is_sent())
+        .map(|(e, _)| e.seq)
         .collect();
     let old = &results[..results.len().saturating_sub(c.keep_recent as usize)];
     let new: Vec<(i64, i64)> = old

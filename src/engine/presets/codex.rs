@@ -9,7 +9,7 @@
 //! dropped into the summary. The log's own compactions are followed while
 //! `trigger.on_request`.
 
-use super::{drop_markers, marker_after};
+use super::{count_before, drop_markers, follow_marker};
 use crate::engine::context::{Context, Cut, Why};
 use crate::engine::split::collapse;
 use crate::engine::{ReducerName, Span, State, Status, cut_text};
@@ -24,7 +24,7 @@ pub fn approx_tokens(text: &str) -> u64 {
 /// The count at which Codex compacts: `auto_compact_limit`, at most 9/10 of
 /// the context window.
 pub fn limit(policy: &Policy) -> u64 {
-    let ninety = policy.budget.context_window * 9 / 10;
+    let ninety = (u128::from(policy.budget.context_window) * 9 / 10) as u64;
     match policy.codex.auto_compact_limit {
         0 => ninety,
         n => n.min(ninety),
@@ -96,15 +96,11 @@ pub fn project<'a>(
     let x = &policy.codex;
     let first = ctx.first_dialogue();
     let n = ctx.events.len();
-    if let Some(ix) = marker_after(&ctx, state, policy) {
-        fired.push("marker");
-        state.split = Some(Span {
-            from_seq: ctx.events[first].seq,
-            to_seq: ctx.events[ix - 1].seq,
-        });
-        state.marker = Some(ctx.events[ix].seq);
-    } else if n > first
-        && count(&ctx, budget, state).is_some_and(|count| count >= limit(policy))
+    let followed = follow_marker(&ctx, state, policy, fired).is_some();
+    if !followed
+        && n > first
+        && count_before(&ctx, budget, state, approx_tokens)
+            .is_some_and(|count| count >= limit(policy))
         && state.split.is_none_or(|s| s.to_seq < ctx.events[n - 1].seq)
     {
         fired.push("auto_compact");
@@ -114,11 +110,12 @@ pub fn project<'a>(
         });
     }
     ctx.before_summary = ctx.event_tokens();
-    drop_markers(&mut ctx, ReducerName::Codex);
     let Some(span) = state.split else {
+        drop_markers(&mut ctx);
         return ctx;
     };
     ctx = collapse(ctx, span, policy.summary.use_recorded);
+    drop_markers(&mut ctx);
     let end = ctx.events.partition_point(|e| e.seq <= span.to_seq);
     let why = Why::CodexKept {
         max_tokens: x.user_message_max_tokens,
@@ -150,23 +147,4 @@ pub fn project<'a>(
         ctx.made_text = Some(format!("{}\n", x.summary_prefix));
     }
     ctx
-}
-
-/// What Codex counts before this call: the previous call's reported input
-/// and output (or, without usage, its estimate), plus bytes/4 of what was
-/// added since that the model did not write.
-fn count(ctx: &Context, budget: &Budget, state: &State) -> Option<u64> {
-    let previous = ctx.session.call(state.previous_call?)?;
-    let u = previous.usage;
-    let reported = match u.input_tokens {
-        Some(input) => (input.max(0) + u.output_tokens.unwrap_or(0).max(0)) as u64,
-        None => budget.provider(state.previous_total),
-    };
-    let since = ctx.events.partition_point(|e| e.seq <= previous.last_seq);
-    let added: u64 = ctx.events[since..]
-        .iter()
-        .filter(|e| matches!(e.kind, Kind::User | Kind::ToolResult | Kind::System))
-        .map(|e| approx_tokens(&e.content))
-        .sum();
-    Some(reported + added)
 }

@@ -92,9 +92,15 @@ pub fn estimate(text: &str) -> u64 {
     (text.encode_utf16().count() as u64 + 2) / 4
 }
 
-/// The newest `compaction` marker of the log after the span compacted so
-/// far, while the policy honours markers (`trigger.on_request`).
-fn marker_after(ctx: &Context, state: &State, policy: &Policy) -> Option<usize> {
+/// Follows the newest `compaction` marker of the log after the span
+/// compacted so far, while the policy honours markers (`trigger.on_request`):
+/// the span moves to just before it. Its index, where there is one.
+fn follow_marker(
+    ctx: &Context,
+    state: &mut State,
+    policy: &Policy,
+    fired: &mut Vec<&'static str>,
+) -> Option<usize> {
     if !policy.trigger.on_request {
         return None;
     }
@@ -103,17 +109,53 @@ fn marker_after(ctx: &Context, state: &State, policy: &Policy) -> Option<usize> 
         .split
         .map_or(i64::MIN, |s| s.to_seq)
         .max(state.marker.unwrap_or(i64::MIN));
-    (ctx.first_dialogue() + 1..ctx.events.len())
+    let first = ctx.first_dialogue();
+    let ix = (first + 1..ctx.events.len())
         .rev()
-        .find(|&ix| ctx.events[ix].kind == Kind::Compaction && ctx.events[ix].seq > after)
+        .find(|&ix| ctx.events[ix].kind == Kind::Compaction && ctx.events[ix].seq > after)?;
+    fired.push("marker");
+    state.split = Some(crate::engine::Span {
+        from_seq: ctx.events[first].seq,
+        to_seq: ctx.events[ix - 1].seq,
+    });
+    state.marker = Some(ctx.events[ix].seq);
+    Some(ix)
+}
+
+/// What a host counts before this call: the previous call's reported input
+/// and output, plus `estimate` of what was added since that the model did
+/// not write. Where the log has no usage for that call, or the engine
+/// compacted where the host did not (so what the host reported is not what
+/// this projection sends), the estimate the previous call was projected with.
+fn count_before(
+    ctx: &Context,
+    budget: &Budget,
+    state: &State,
+    estimate: fn(&str) -> u64,
+) -> Option<u64> {
+    let previous = ctx.session.call(state.previous_call?)?;
+    let u = previous.usage;
+    let own_compaction = state.split.is_some() && previous.summary_id.is_none();
+    let reported = match u.input_tokens {
+        Some(input) if !own_compaction => {
+            (input.max(0) as u64).saturating_add(u.output_tokens.unwrap_or(0).max(0) as u64)
+        }
+        _ => budget.provider(state.previous_total),
+    };
+    let since = ctx.events.partition_point(|e| e.seq <= previous.last_seq);
+    let added = ctx.events[since..]
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::User | Kind::ToolResult | Kind::System))
+        .fold(0u64, |sum, e| sum.saturating_add(estimate(&e.content)));
+    Some(reported.saturating_add(added))
 }
 
 /// The host's compaction markers after the span compacted so far, which
 /// hosts that do not send them (Claude Code, Codex) leave out.
-fn drop_markers(ctx: &mut Context, reducer: ReducerName) {
+fn drop_markers(ctx: &mut Context) {
     for ix in ctx.first_dialogue()..ctx.events.len() {
         if ctx.events[ix].kind == Kind::Compaction && ctx.slots[ix].status == Status::Verbatim {
-            ctx.set(ix, Status::Dropped, reducer, Why::Marker, 0);
+            ctx.set(ix, Status::Dropped, ReducerName::Marker, Why::Marker, 0);
         }
     }
 }

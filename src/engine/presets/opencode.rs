@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 pub use super::estimate;
-use super::marker_after;
+use super::follow_marker;
 use crate::engine::context::{Context, Why};
 use crate::engine::split::collapse;
 use crate::engine::{ReducerName, Span, State, Status};
@@ -92,10 +92,16 @@ pub fn is_overflow(tokens: StepTokens, limits: Limits, o: &Opencode) -> bool {
         return false;
     }
     let usable = limits.usable(o);
+    let sum = |terms: &[u64]| terms.iter().fold(0u64, |a, &b| a.saturating_add(b));
     match o.variant {
-        Variant::Seed => tokens.input + tokens.cache_read + tokens.output > usable,
+        Variant::Seed => sum(&[tokens.input, tokens.cache_read, tokens.output]) > usable,
         Variant::Current => {
-            tokens.input + tokens.output + tokens.cache_read + tokens.cache_write >= usable
+            sum(&[
+                tokens.input,
+                tokens.output,
+                tokens.cache_read,
+                tokens.cache_write,
+            ]) >= usable
         }
     }
 }
@@ -112,15 +118,8 @@ pub fn project<'a>(
     if o.prune {
         prune(&ctx, o, state, fired);
     }
-    let first = ctx.first_dialogue();
-    if let Some(ix) = marker_after(&ctx, state, policy) {
-        fired.push("marker");
-        state.split = Some(Span {
-            from_seq: ctx.events[first].seq,
-            to_seq: ctx.events[ix - 1].seq,
-        });
+    if let Some(ix) = follow_marker(&ctx, state, policy, fired) {
         state.auto = is_auto(&ctx.events[ix].meta);
-        state.marker = Some(ctx.events[ix].seq);
     } else if overflowed(&ctx, budget, policy, state)
         && let Some(span) = compacted_span(&ctx, policy)
         && state.split.is_none_or(|old| old.to_seq < span.to_seq)
@@ -190,10 +189,15 @@ fn overflowed(ctx: &Context, budget: &Budget, policy: &Policy, state: &State) ->
     let Some(previous) = state.previous_call.and_then(|id| ctx.session.call(id)) else {
         return false;
     };
-    let tokens = step_tokens(previous).unwrap_or(StepTokens {
-        input: budget.provider(state.previous_total),
-        ..StepTokens::default()
-    });
+    // What the host reported is not what is sent once the engine compacted
+    // where the host did not.
+    let own_compaction = state.split.is_some() && previous.summary_id.is_none();
+    let tokens = step_tokens(previous)
+        .filter(|_| !own_compaction)
+        .unwrap_or(StepTokens {
+            input: budget.provider(state.previous_total),
+            ..StepTokens::default()
+        });
     is_overflow(tokens, Limits::of(policy), &policy.opencode)
 }
 
@@ -204,7 +208,7 @@ fn step_tokens(call: &ModelCall) -> Option<StepTokens> {
     let cache_read = u.cache_read_tokens.unwrap_or(0).max(0) as u64;
     let cache_write = u.cache_write_tokens.unwrap_or(0).max(0) as u64;
     Some(StepTokens {
-        input: input.saturating_sub(cache_read + cache_write),
+        input: input.saturating_sub(cache_read.saturating_add(cache_write)),
         output: u.output_tokens.unwrap_or(0).max(0) as u64,
         cache_read,
         cache_write,

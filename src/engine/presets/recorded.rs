@@ -28,19 +28,20 @@ pub fn project<'a>(
     let sent = match Sent::of(call, ctx.events, summary.map(|s| &ctx.session.summaries[s])) {
         Some(Ok(sent)) => sent,
         unread => {
-            let message = match unread {
-                Some(Err(e)) => e,
-                _ => format!(
-                    "call {} has no record (rendered): preset recorded has nothing to show",
-                    call.id
+            let (kind, message, why) = match unread {
+                Some(Err(e)) => ("bad_record", e, Why::BadRecord),
+                _ => (
+                    "no_record",
+                    format!(
+                        "call {} has no record (rendered): preset recorded has nothing to show",
+                        call.id
+                    ),
+                    Why::NoRecord,
                 ),
             };
-            ctx.errors.push(CallError {
-                kind: "no_record",
-                message,
-            });
+            ctx.errors.push(CallError { kind, message });
             for ix in 0..ctx.events.len() {
-                ctx.set(ix, Status::Dropped, ReducerName::Recorded, Why::NoRecord, 0);
+                ctx.set(ix, Status::Dropped, ReducerName::Recorded, why, 0);
             }
             return ctx;
         }
