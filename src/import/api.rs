@@ -178,29 +178,7 @@ pub fn rebuild(
     created: &str,
     exchanges: Vec<Exchange>,
 ) -> anyhow::Result<()> {
-    // A streamed response is recorded as its server-sent events: put it
-    // back together, as the client did.
-    let exchanges: Vec<Exchange> = exchanges
-        .into_iter()
-        .map(|mut e| {
-            if let Some(text) = e.response.as_ref().and_then(Value::as_str) {
-                e.response = Some(
-                    serde_json::from_str(text)
-                        .ok()
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| reassemble(format, text)),
-                );
-            }
-            e
-        })
-        .collect();
-    let time = |e: &Exchange| {
-        e.response
-            .as_ref()
-            .and_then(|r| r.get("created").or_else(|| r.get("created_at")))
-            .and_then(Value::as_i64)
-            .map(rfc3339)
-    };
+    let exchanges: Vec<Exchange> = exchanges.into_iter().map(|e| whole(format, e)).collect();
     let created = exchanges
         .iter()
         .find_map(time)
@@ -215,80 +193,116 @@ pub fn rebuild(
     let mut ts = created;
     for e in &exchanges {
         ts = time(e).unwrap_or(ts);
-        let sent = events_of(format, &e.request);
-        let found = crate::record::find(&draft.events, &sent);
-        // What the request added at its end is new history.
-        let tail = found
-            .iter()
-            .rposition(|f| *f != Found::New)
-            .map_or(0, |i| i + 1);
-        let (stand, injections) = stand_ins(draft, &sent[..tail], &found[..tail], &ts);
-        for event in &sent[tail..] {
-            append(draft, event, &ts);
-        }
-        let last = draft.last();
-        let mut evictions = Vec::new();
-        let mut held = vec![None; last as usize];
-        for f in &found[..tail] {
-            match *f {
-                Found::Same(ix) => held[ix] = Some(Status::Verbatim),
-                Found::Changed(ix, how) => held[ix] = Some(how),
-                Found::New => {}
-            }
-        }
-        // What the request appended is held as it is.
-        for how in &mut held[last as usize - (sent.len() - tail)..] {
-            *how = Some(Status::Verbatim);
-        }
-        let covered = stand.map(|s| {
-            let s = &draft.summaries[s];
-            (s.from_seq, s.to_seq)
-        });
-        for (ix, how) in held.iter().enumerate() {
-            let position = ix as i64 + 1;
-            let (action, reducer) = match how {
-                Some(Status::Verbatim) => continue,
-                Some(how) => (how.as_str(), "recorded"),
-                None if covered.is_some_and(|(from, to)| (from..=to).contains(&position)) => {
-                    ("summarized", "summary")
-                }
-                None => ("dropped", "recorded"),
-            };
-            evictions.push(json!({"seq": position, "action": action, "reducer": reducer}));
-        }
-        let response = e.response.as_ref();
-        let model = response
-            .and_then(|r| r["model"].as_str())
-            .or_else(|| e.request["model"].as_str())
-            .map(str::to_string);
-        let usage = match response {
-            Some(r) if r["usage"].is_object() => usage_of(format, &r["usage"], warnings, &e.at),
-            Some(_) => {
-                warnings.push(format!("{}: a response without usage", e.at));
-                Usage::default()
-            }
-            None => {
-                warnings.push(format!("{}: no response", e.at));
-                Usage::default()
-            }
-        };
-        let call = draft.call(last, &ts, model, usage);
-        call.summary_id = stand.map(|s| s as i64);
-        call.evictions = Value::Array(evictions).to_string();
-        call.injections = Value::Array(injections).to_string();
-        call.rendered = Some(messages_of(format, &e.request).to_string());
-        call.record = Some(Record {
-            format: format.name().to_string(),
-            system: system_of(&e.request).map(text_of),
-        });
-        if let Some(response) = response {
-            let mut convert = Converter::new(format);
-            for item in output_of(format, response) {
-                convert.item(draft, &item, &ts);
-            }
-        }
+        step(format, draft, warnings, e, &ts);
     }
     Ok(())
+}
+
+/// An exchange with a streamed response (its server-sent events) put back
+/// together, as the client did.
+pub(crate) fn whole(format: Format, mut e: Exchange) -> Exchange {
+    if let Some(text) = e.response.as_ref().and_then(Value::as_str) {
+        e.response = Some(
+            serde_json::from_str(text)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| reassemble(format, text)),
+        );
+    }
+    e
+}
+
+/// When a response says it was made.
+pub(crate) fn time(e: &Exchange) -> Option<String> {
+    e.response
+        .as_ref()
+        .and_then(|r| r.get("created").or_else(|| r.get("created_at")))
+        .and_then(Value::as_i64)
+        .map(rfc3339)
+}
+
+/// One exchange (its response whole) into `draft`: the events its request
+/// adds, the summary or injections it carries, its response's reply, and
+/// one model call whose record is the request, at `ts`.
+pub(crate) fn step(
+    format: Format,
+    draft: &mut Draft,
+    warnings: &mut Vec<String>,
+    e: &Exchange,
+    ts: &str,
+) {
+    let sent = events_of(format, &e.request);
+    let found = crate::record::find(&draft.events, &sent);
+    // What the request added at its end is new history.
+    let tail = found
+        .iter()
+        .rposition(|f| *f != Found::New)
+        .map_or(0, |i| i + 1);
+    let (stand, injections) = stand_ins(draft, &sent[..tail], &found[..tail], ts);
+    for event in &sent[tail..] {
+        append(draft, event, ts);
+    }
+    let last = draft.last();
+    let mut evictions = Vec::new();
+    let mut held = vec![None; last as usize];
+    for f in &found[..tail] {
+        match *f {
+            Found::Same(ix) => held[ix] = Some(Status::Verbatim),
+            Found::Changed(ix, how) => held[ix] = Some(how),
+            Found::New => {}
+        }
+    }
+    // What the request appended is held as it is.
+    for how in &mut held[last as usize - (sent.len() - tail)..] {
+        *how = Some(Status::Verbatim);
+    }
+    let covered = stand.map(|s| {
+        let s = &draft.summaries[s];
+        (s.from_seq, s.to_seq)
+    });
+    for (ix, how) in held.iter().enumerate() {
+        let position = ix as i64 + 1;
+        let (action, reducer) = match how {
+            Some(Status::Verbatim) => continue,
+            Some(how) => (how.as_str(), "recorded"),
+            None if covered.is_some_and(|(from, to)| (from..=to).contains(&position)) => {
+                ("summarized", "summary")
+            }
+            None => ("dropped", "recorded"),
+        };
+        evictions.push(json!({"seq": position, "action": action, "reducer": reducer}));
+    }
+    let response = e.response.as_ref();
+    let model = response
+        .and_then(|r| r["model"].as_str())
+        .or_else(|| e.request["model"].as_str())
+        .map(str::to_string);
+    let usage = match response {
+        Some(r) if r["usage"].is_object() => usage_of(format, &r["usage"], warnings, &e.at),
+        Some(_) => {
+            warnings.push(format!("{}: a response without usage", e.at));
+            Usage::default()
+        }
+        None => {
+            warnings.push(format!("{}: no response", e.at));
+            Usage::default()
+        }
+    };
+    let call = draft.call(last, ts, model, usage);
+    call.summary_id = stand.map(|s| s as i64);
+    call.evictions = Value::Array(evictions).to_string();
+    call.injections = Value::Array(injections).to_string();
+    call.rendered = Some(messages_of(format, &e.request).to_string());
+    call.record = Some(Record {
+        format: format.name().to_string(),
+        system: system_of(&e.request).map(text_of),
+    });
+    if let Some(response) = response {
+        let mut convert = Converter::new(format);
+        for item in output_of(format, response) {
+            convert.item(draft, &item, ts);
+        }
+    }
 }
 
 /// Runs of new text before the end of a request, in place of history the
