@@ -15,6 +15,7 @@ pub mod import;
 pub mod log;
 pub mod model;
 pub mod policy;
+pub mod proxy;
 pub mod record;
 pub mod sample;
 pub mod tokens;

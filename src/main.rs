@@ -156,6 +156,38 @@ enum Command {
         #[arg(short = 'o', long = "output", value_name = "LOG")]
         output: PathBuf,
     },
+    /// Record what an agent really sends: a local proxy to its LLM provider.
+    ///
+    /// Every POST to /v1/chat/completions, /v1/responses or /v1/messages is forwarded
+    /// (OpenAI's to --openai-upstream, Anthropic's to --anthropic-upstream; streamed
+    /// responses chunk by chunk) and recorded as one model call of LOG as it arrives; other
+    /// paths are passed through unrecorded. Headers (keys, tokens) are never written. With
+    /// `-- COMMAND`, runs it with OPENAI_BASE_URL and ANTHROPIC_BASE_URL pointing here and
+    /// exits with its status; without, records until Ctrl-C.
+    Record {
+        /// The log to write (a new file, readable by its owner only).
+        #[arg(short = 'o', value_name = "LOG")]
+        out: PathBuf,
+        /// Where to listen (127.0.0.1:0 picks a free port).
+        #[arg(long, default_value = "127.0.0.1:8788", value_name = "ADDR")]
+        listen: String,
+        #[arg(long, default_value = "https://api.openai.com", value_name = "URL")]
+        openai_upstream: String,
+        #[arg(long, default_value = "https://api.anthropic.com", value_name = "URL")]
+        anthropic_upstream: String,
+        /// Record every request into the session of this name.
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
+        /// Replace what this regular expression matches in recorded content with [redacted].
+        #[arg(long, value_name = "RE")]
+        redact: Vec<String>,
+        /// Listen on an address other machines can reach.
+        #[arg(long)]
+        allow_remote: bool,
+        /// The agent to run, after `--`.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
     /// Print a policy file: every key with its default and a line on what it does.
     ///
     /// With --preset, only the keys that preset reads, under `preset = "NAME"`: a file
@@ -222,6 +254,39 @@ fn main() -> ExitCode {
             }),
             _,
         ) => cli::stats::run(&log, encoding, json),
+        (
+            Some(Command::Record {
+                out,
+                listen,
+                openai_upstream,
+                anthropic_upstream,
+                session,
+                redact,
+                allow_remote,
+                command,
+            }),
+            _,
+        ) => {
+            let redact: Result<Vec<regex::Regex>, _> = redact
+                .iter()
+                .map(|r| regex::Regex::new(r).map_err(|e| anyhow::anyhow!("--redact {r}: {e}")))
+                .collect();
+            match redact.and_then(|redact| {
+                ctxlens::proxy::run(ctxlens::proxy::Options {
+                    out,
+                    listen,
+                    openai: openai_upstream,
+                    anthropic: anthropic_upstream,
+                    session,
+                    redact,
+                    allow_remote,
+                    command,
+                })
+            }) {
+                Ok(status) => return ExitCode::from(status.clamp(0, 255) as u8),
+                Err(e) => Err(e),
+            }
+        }
         (Some(Command::Policy { preset }), _) => {
             match preset {
                 Some(name) => {

@@ -259,6 +259,49 @@ impl Import {
     }
 }
 
+/// What of a draft a live writer has written so far (see `Draft::flush`).
+#[derive(Debug, Default)]
+pub struct Flushed {
+    session: bool,
+    events: usize,
+    /// The ids the written summaries got, by position in the draft.
+    summaries: Vec<i64>,
+    calls: usize,
+}
+
+impl Draft {
+    /// Writes with `w` what the draft gained since `done`: its session the
+    /// first time, then new events, summaries and calls, in that order (a
+    /// recorder's draft grows one exchange at a time).
+    pub fn flush(&mut self, w: &mut Writer, done: &mut Flushed) -> anyhow::Result<()> {
+        if !done.session {
+            w.add_session(&self.session)?;
+            done.session = true;
+        }
+        let mut next = w.last_seq();
+        for event in &mut self.events[done.events..] {
+            next += 1;
+            event.seq = next;
+        }
+        w.append(&self.events[done.events..])?;
+        done.events = self.events.len();
+        for summary in &self.summaries[done.summaries.len()..] {
+            done.summaries
+                .push(w.add_summary(&resolve_summary(self, summary))?);
+        }
+        for call in &self.calls[done.calls..] {
+            let mut call = resolve_call(self, call);
+            call.summary_id = call
+                .summary_id
+                .and_then(|i| usize::try_from(i).ok())
+                .and_then(|i| done.summaries.get(i).copied());
+            w.record_call(&call)?;
+        }
+        done.calls = self.calls.len();
+        Ok(())
+    }
+}
+
 /// An import being written under a temporary name beside its output: removed
 /// with its -wal, -shm and -journal unless it was moved into place.
 struct Partial {
