@@ -405,3 +405,45 @@ fn a_stream_is_relayed_as_it_comes() {
     let replay = json_of(&["replay", "--json"], &log);
     assert_eq!(replay["calls"][0]["reported_input_tokens"], 3, "{replay}");
 }
+
+#[test]
+fn thirty_two_clients_at_once_are_all_answered_and_recorded() {
+    let (upstream, received) = provider();
+    let dir = TempDir::new().unwrap();
+    let log = dir.path().join("rec.db");
+    let (child, addr) = recorder(&log, &upstream, &[]);
+    let clients: Vec<_> = (0..32)
+        .map(|c| {
+            let addr = addr.clone();
+            thread::spawn(move || {
+                let mut messages =
+                    vec![json!({"role":"user","content":format!("client {c} asks")})];
+                for r in 0..5 {
+                    let body = json!({"model":"m","messages":messages}).to_string();
+                    let (head, body) = post(&addr, "/v1/chat/completions", &body);
+                    assert!(head[0].contains("200"), "client {c} request {r}: {head:?}");
+                    let reply: Value = serde_json::from_slice(&body).unwrap();
+                    messages.push(reply["choices"][0]["message"].clone());
+                    messages.push(json!({"role":"user","content":format!("client {c} again {r}")}));
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+    assert_eq!(stop(child), Some(0));
+    assert_eq!(received.lock().unwrap().len(), 160);
+    let replay = json_of(&["replay", "--json"], &log);
+    let calls = replay["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 160);
+    assert_eq!(replay["matching"], 160);
+    // One session per client's conversation.
+    let mut sessions: Vec<&str> = calls
+        .iter()
+        .map(|c| c["session"].as_str().unwrap())
+        .collect();
+    sessions.sort_unstable();
+    sessions.dedup();
+    assert_eq!(sessions.len(), 32);
+}
