@@ -140,6 +140,9 @@ pub struct ModelCall {
     /// How `rendered` was sent, where an import of a recording knows it
     /// (kept in the `ctxlens_record` table; see the README, "The log").
     pub record: Option<Record>,
+    /// Raw JSON text of what else is known of the call (a recorder's
+    /// `{"error": ...}` or `{"partial": true}`), kept in `ctxlens_call_meta`.
+    pub meta: Option<String>,
 }
 
 /// The API a call's `rendered` messages were sent to, and the system prompt
@@ -167,6 +170,7 @@ impl Default for ModelCall {
             rendered: None,
             usage: Usage::default(),
             record: None,
+            meta: None,
         }
     }
 }

@@ -307,7 +307,9 @@ async fn forward(shared: Arc<Shared>, req: Request<Incoming>) -> (Response<Body>
         Ok(reply) => reply,
         Err(e) => {
             if let Some((format, request)) = recorded {
-                record(&shared, format, request, None, session, false);
+                let meta =
+                    json!({"error": {"message": format!("the upstream did not answer: {e}")}});
+                record(&shared, format, request, None, session, Some(meta));
             }
             return (
                 error(
@@ -318,7 +320,8 @@ async fn forward(shared: Arc<Shared>, req: Request<Incoming>) -> (Response<Body>
             );
         }
     };
-    let mut response = Response::builder().status(reply.status().as_u16());
+    let status = reply.status().as_u16();
+    let mut response = Response::builder().status(status);
     for (name, value) in reply.headers() {
         if !HOP_BY_HOP.contains(&name.as_str()) {
             response = response.header(name, value);
@@ -373,7 +376,8 @@ async fn forward(shared: Arc<Shared>, req: Request<Incoming>) -> (Response<Body>
         } else {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
-        record(&relay, format, request, Some(response), session, partial);
+        let meta = outcome(status, partial, Some(&response));
+        record(&relay, format, request, Some(response), session, meta);
         done(&relay);
     });
     let stream = tokio_stream(receiver);
@@ -420,15 +424,28 @@ fn redact(value: &mut Value, patterns: &[Regex]) {
     }
 }
 
+/// What else to keep with a recorded call: an error the provider answered
+/// (or its not answering), or a response cut short.
+fn outcome(status: u16, partial: bool, response: Option<&Value>) -> Option<Value> {
+    if status >= 400 {
+        let body = response.map_or(String::new(), |r| match r {
+            Value::String(text) => text.chars().take(2000).collect(),
+            other => other.to_string().chars().take(2000).collect(),
+        });
+        return Some(json!({"error": {"status": status, "body": body}}));
+    }
+    partial.then(|| json!({"partial": true}))
+}
+
 /// Records one exchange into the session it continues (or a new one) and
-/// writes what that added to the log.
+/// writes what that added to the log; `meta` goes with its call.
 fn record(
     shared: &Shared,
     format: Format,
     mut request: Value,
     mut response: Option<Value>,
     header_session: Option<String>,
-    partial: bool,
+    meta: Option<Value>,
 ) {
     redact(&mut request, &shared.redact);
     if let Some(response) = &mut response {
@@ -496,17 +513,25 @@ fn record(
         }
     };
     let mut warnings = Vec::new();
-    if partial {
-        warnings.push(format!(
+    match meta.as_ref() {
+        Some(m) if m["partial"] == true => warnings.push(format!(
             "{}: the response was cut short (recorded as it came)",
             exchange.at
-        ));
+        )),
+        Some(m) if m["error"].is_object() => warnings.push(format!(
+            "{}: the provider answered an error: {}",
+            exchange.at, m["error"]
+        )),
+        _ => {}
     }
     let Recorder {
         writer, sessions, ..
     } = &mut *recorder;
     let live = &mut sessions[at];
     api::step(format, &mut live.draft, &mut warnings, &exchange, &ts);
+    if let (Some(meta), Some(call)) = (meta, live.draft.calls.last_mut()) {
+        call.meta = Some(meta.to_string());
+    }
     live.last = messages;
     live.key = key;
     if let Some(writer) = writer.as_mut()

@@ -309,6 +309,14 @@ fn faults_answer_the_client_and_keep_the_log_whole() {
     assert_eq!(stop(child), Some(0));
     let replay = json_of(&["replay", "--json"], &log);
     assert_eq!(replay["calls"].as_array().unwrap().len(), 1, "{replay}");
+    // The call keeps what went wrong.
+    let out = Command::new(env!("CARGO_BIN_EXE_ctxlens"))
+        .args(["project", "--call", "1"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("the upstream did not answer"), "{text}");
     // A loopback address only, unless asked.
     let out = Command::new(env!("CARGO_BIN_EXE_ctxlens"))
         .args(["record", "-o"])

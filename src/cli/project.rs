@@ -67,6 +67,11 @@ pub fn run(
         println!("{}", crate::display::to_json_pretty(&body)?);
         return Ok(Outcome::Done);
     }
+    if let Some(meta) = call.meta.as_deref()
+        && !as_json
+    {
+        crate::say!("call {call_id}: {}", crate::display::escape_line(meta));
+    }
     let fitted = calibrate::session(session, &mut cache);
     let calibrated = fitted.note(call.id, projection.total_tokens, choice.is_recorded());
     if as_json {

@@ -275,9 +275,11 @@ impl Store {
         )?;
         let mut records = read_records(&tx, self.cursor.call_id)?;
         let reasoning = read_reasoning(&tx, self.cursor.call_id)?;
+        let mut metas = read_call_meta(&tx, self.cursor.call_id)?;
         for mut call in calls {
             call.record = records.remove(&call.id);
             call.usage.reasoning_tokens = reasoning.get(&call.id).copied().flatten();
+            call.meta = metas.remove(&call.id);
             self.cursor.call_id = Some(call.id);
             changes.calls += 1;
             log.session_mut(&call.session_id).calls.push(call);
@@ -421,6 +423,7 @@ fn read_call(r: &Row) -> rusqlite::Result<ModelCall> {
             reasoning_tokens: None,
         },
         record: None,
+        meta: None,
     })
 }
 
@@ -445,6 +448,21 @@ fn read_reasoning(
     let mut stmt = conn.prepare(
         "SELECT call_id, reasoning_tokens FROM ctxlens_usage WHERE ?1 IS NULL OR call_id > ?1",
     )?;
+    let rows = stmt.query_map([after], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// What else is known of the calls after `after`, from `ctxlens_call_meta`
+/// where a recorder wrote it, by call id.
+fn read_call_meta(
+    conn: &Connection,
+    after: Option<i64>,
+) -> Result<std::collections::HashMap<i64, String>, ReadError> {
+    if !has_table(conn, "ctxlens_call_meta")? {
+        return Ok(Default::default());
+    }
+    let mut stmt = conn
+        .prepare("SELECT call_id, meta FROM ctxlens_call_meta WHERE ?1 IS NULL OR call_id > ?1")?;
     let rows = stmt.query_map([after], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

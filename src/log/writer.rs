@@ -337,6 +337,19 @@ impl Writer {
             )
             .map_err(&err)?;
         }
+        if let Some(meta) = &call.meta {
+            tx.execute_batch(
+                "CREATE TABLE IF NOT EXISTS ctxlens_call_meta (
+                    call_id INTEGER PRIMARY KEY REFERENCES model_calls(id),
+                    meta    TEXT NOT NULL)",
+            )
+            .map_err(&err)?;
+            tx.execute(
+                "INSERT INTO ctxlens_call_meta (call_id, meta) VALUES (?1, ?2)",
+                params![id, meta],
+            )
+            .map_err(&err)?;
+        }
         if let Some(reasoning) = u.reasoning_tokens {
             tx.execute_batch(
                 "CREATE TABLE IF NOT EXISTS ctxlens_usage (
