@@ -774,11 +774,11 @@ fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
             let plural = if n == Some(1) { "" } else { "s" };
             match (view.sent.is_some(), app.show_record, n) {
                 (true, _, Some(0)) => format!(
-                    " record (what the host sent) · {} items · the projection matches it ",
+                    " record: as sent · {} items · projection matches ",
                     view.order.len()
                 ),
                 (true, _, n) => format!(
-                    " record (what the host sent) · {} items · {} differ{} from the projection (d) ",
+                    " record: as sent · {} items · {} differ{} (d) ",
                     view.order.len(),
                     n.unwrap_or(0),
                     if n == Some(1) { "s" } else { "" }
