@@ -188,6 +188,13 @@ enum Command {
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
+    /// Print a shell's completion script for ctxlens, to source or install.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print ctxlens's manual page (roff), for `man -l -` or a man directory.
+    Man,
     /// Print a policy file: every key with its default and a line on what it does.
     ///
     /// With --preset, only the keys that preset reads, under `preset = "NAME"`: a file
@@ -286,6 +293,19 @@ fn main() -> ExitCode {
                 Ok(status) => return ExitCode::from(status.clamp(0, 255) as u8),
                 Err(e) => Err(e),
             }
+        }
+        (Some(Command::Completions { shell }), _) => {
+            use clap::CommandFactory;
+            let mut command = Args::command();
+            clap_complete::generate(shell, &mut command, "ctxlens", &mut std::io::stdout());
+            Ok(cli::Outcome::Done)
+        }
+        (Some(Command::Man), _) => {
+            use clap::CommandFactory;
+            clap_mangen::Man::new(Args::command())
+                .render(&mut std::io::stdout())
+                .map(|()| cli::Outcome::Done)
+                .map_err(anyhow::Error::from)
         }
         (Some(Command::Policy { preset }), _) => {
             match preset {

@@ -438,3 +438,27 @@ fn the_inspector_reports_a_bad_log_or_a_missing_terminal_before_the_screen_chang
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a terminal"));
 }
+
+#[test]
+fn completions_and_the_manual_page_are_printed() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = Command::cargo_bin("ctxlens")
+            .unwrap()
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        for command in ["replay", "why", "record", "policy"] {
+            assert!(script.contains(command), "{shell} completes {command}");
+        }
+    }
+    let out = Command::cargo_bin("ctxlens")
+        .unwrap()
+        .arg("man")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(page.starts_with(".ie") && page.contains(".TH ctxlens 1") && page.contains("replay"));
+}
