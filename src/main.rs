@@ -230,6 +230,24 @@ fn api_format() -> impl clap::builder::TypedValueParser<Value = ctxlens::import:
     })
 }
 
+/// The command a missing file's name is a slip of (`chek` for `check`):
+/// one edit away, or two for a longer name.
+fn near_command(path: &std::path::Path) -> Option<String> {
+    use clap::CommandFactory;
+    let name = path.to_str()?;
+    if name.contains(['/', '.']) {
+        return None;
+    }
+    let command = Args::command();
+    command
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .map(|c| (strsim::levenshtein(name, &c), c))
+        .filter(|(d, c)| *d > 0 && (*d == 1 || (*d == 2 && c.len() > 5)))
+        .min()
+        .map(|(_, c)| c)
+}
+
 /// How a command chooses its policy.
 #[derive(clap::Args)]
 struct PolicyArgs {
@@ -379,6 +397,11 @@ fn main() -> ExitCode {
         {
             cli::import::open(&log, args.follow, args.policy.as_deref())
         }
+        (None, Some(log)) if !log.exists() && near_command(&log).is_some() => Err(anyhow::anyhow!(
+            "{}: no such file or command; did you mean `ctxlens {}`?",
+            log.display(),
+            near_command(&log).unwrap_or_default()
+        )),
         (None, Some(log)) => ctxlens::tui::run(&log, args.follow, args.policy.as_deref()),
         (
             Some(Command::Import {

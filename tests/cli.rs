@@ -462,3 +462,24 @@ fn completions_and_the_manual_page_are_printed() {
     let page = String::from_utf8_lossy(&out.stdout);
     assert!(page.starts_with(".ie") && page.contains(".TH ctxlens 1") && page.contains("replay"));
 }
+
+#[test]
+fn a_slip_of_a_command_is_suggested() {
+    let dir = TempDir::new().unwrap();
+    let out = Command::cargo_bin("ctxlens")
+        .unwrap()
+        .current_dir(dir.path())
+        .arg("chek")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did you mean `ctxlens check`?"), "{err}");
+    let out = Command::cargo_bin("ctxlens")
+        .unwrap()
+        .current_dir(dir.path())
+        .arg("nothing")
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("did you mean"));
+}
