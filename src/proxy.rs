@@ -91,6 +91,9 @@ async fn serve(o: Options) -> anyhow::Result<i32> {
             "--listen {addr}: not a loopback address; anyone who can reach it could use your keys (give --allow-remote to mean it)"
         );
     }
+    // Ctrl-C is ours from before anyone can send a request.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("cannot take Ctrl-C")?;
     let writer = create_log(&o.out)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -131,7 +134,7 @@ async fn serve(o: Options) -> anyhow::Result<i32> {
                 .with_context(|| format!("cannot start {program}"))?;
             let status = tokio::select! {
                 status = child.wait() => status?,
-                _ = tokio::signal::ctrl_c() => {
+                _ = interrupt.recv() => {
                     let _ = child.kill().await;
                     child.wait().await?
                 }
@@ -139,7 +142,7 @@ async fn serve(o: Options) -> anyhow::Result<i32> {
             status.code().unwrap_or(130)
         }
         None => {
-            tokio::signal::ctrl_c().await?;
+            interrupt.recv().await;
             0
         }
     };
