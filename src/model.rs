@@ -454,12 +454,33 @@ impl Log {
         self.sessions.last_mut().expect("just pushed")
     }
 
-    /// The session named by `id`, or the only one when `id` is `None`.
+    /// The session `id` names (exactly, or as a unique prefix), or the only
+    /// one when `id` is `None`.
     pub fn pick_session(&self, id: Option<&str>) -> Result<&SessionLog, String> {
         match id {
-            Some(id) => self
-                .session(id)
-                .ok_or_else(|| format!("no session '{id}'; sessions: {}", self.session_list())),
+            Some(id) => {
+                if let Some(exact) = self.session(id) {
+                    return Ok(exact);
+                }
+                // A unique prefix names its session.
+                let matching: Vec<&SessionLog> = self
+                    .sessions
+                    .iter()
+                    .filter(|s| s.id().starts_with(id))
+                    .collect();
+                match matching.as_slice() {
+                    [only] => Ok(only),
+                    [] => Err(format!(
+                        "no session '{id}'; sessions: {}",
+                        self.session_list()
+                    )),
+                    many => Err(format!(
+                        "'{id}' names {} sessions: {}",
+                        many.len(),
+                        many.iter().map(|s| s.id()).collect::<Vec<_>>().join(", ")
+                    )),
+                }
+            }
             None => match self.sessions.as_slice() {
                 [only] => Ok(only),
                 [] => Err("the log has no sessions".to_string()),

@@ -483,3 +483,32 @@ fn a_slip_of_a_command_is_suggested() {
         .unwrap();
     assert!(!String::from_utf8_lossy(&out.stderr).contains("did you mean"));
 }
+
+#[test]
+fn a_session_is_named_by_a_unique_prefix() {
+    let log = samples().join("two-sessions.db");
+    let out = Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args(["replay", "--json", "--session", "api"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let replay: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let calls = replay["calls"].as_array().unwrap();
+    assert!(!calls.is_empty() && calls.iter().all(|c| c["session"] == "api-review"));
+    // Ambiguous or unknown: the candidates are listed, exit 2.
+    for (prefix, says) in [
+        ("", "names 2 sessions: docs-fix, api-review"),
+        ("x", "no session 'x'"),
+    ] {
+        let out = Command::cargo_bin("ctxlens")
+            .unwrap()
+            .args(["replay", "--session", prefix])
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+}

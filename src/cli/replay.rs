@@ -15,10 +15,21 @@ pub fn run(
     as_json: bool,
 ) -> anyhow::Result<Outcome> {
     let log = load(path)?;
-    if let Some(id) = session {
-        log.pick_session(Some(id)).map_err(anyhow::Error::msg)?;
-    }
-    let report = replay(&log, session, choice, &mut ProjectionCache::default());
+    let session = match session {
+        Some(id) => Some(
+            log.pick_session(Some(id))
+                .map_err(anyhow::Error::msg)?
+                .id()
+                .to_string(),
+        ),
+        None => None,
+    };
+    let report = replay(
+        &log,
+        session.as_deref(),
+        choice,
+        &mut ProjectionCache::default(),
+    );
     if as_json {
         print_json(&report)?;
     } else {
