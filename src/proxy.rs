@@ -149,8 +149,13 @@ async fn serve(o: Options) -> anyhow::Result<i32> {
     accept.abort();
     // What is in flight finishes (a few seconds at most), then the log ends.
     let wait = async {
-        while shared.in_flight.load(Ordering::SeqCst) > 0 {
-            shared.idle.notified().await;
+        loop {
+            // Registered before the count is read, so the last one's news is not missed.
+            let idle = shared.idle.notified();
+            if shared.in_flight.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            idle.await;
         }
     };
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), wait).await;
@@ -169,25 +174,17 @@ async fn serve(o: Options) -> anyhow::Result<i32> {
     Ok(status)
 }
 
-/// A new log, readable by its owner only.
+/// A new log, readable by its owner only: so are its -wal and -shm.
 fn create_log(path: &Path) -> anyhow::Result<Writer> {
-    use std::os::unix::fs::OpenOptionsExt;
     if path.exists() {
         anyhow::bail!("{}: exists; record into a new log", path.display());
     }
-    // Made first with mode 0600, so SQLite's -wal and -shm follow it.
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("{}: cannot create the log", path.display()))?;
-    std::fs::remove_file(path).ok();
-    let writer = Writer::create(path)?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("{}: cannot make it private", path.display()))?;
-    Ok(writer)
+    // SAFETY: umask is set and put back around the files' creation; no
+    // other file of this process is made meanwhile.
+    let previous = unsafe { libc::umask(0o077) };
+    let writer = Writer::create(path);
+    unsafe { libc::umask(previous) };
+    Ok(writer?)
 }
 
 async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>) {

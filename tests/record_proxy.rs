@@ -222,8 +222,21 @@ fn each_request_is_a_call_and_what_was_sent_and_answered_passes_unchanged() {
         }
     }
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&log).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600);
+    for file in [
+        log.clone(),
+        dir.path().join("rec.db-wal"),
+        dir.path().join("rec.db-shm"),
+    ] {
+        if let Ok(meta) = std::fs::metadata(&file) {
+            assert_eq!(
+                meta.permissions().mode() & 0o777,
+                0o600,
+                "{}",
+                file.display()
+            );
+        }
+    }
+    assert!(log.exists());
 
     // Two calls of one session, each recorded as sent, with its usage.
     let replay = json_of(&["replay", "--json"], &log);
