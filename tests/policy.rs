@@ -277,3 +277,28 @@ fn deep_keys_and_files_are_refused_with_the_limit() {
     let (_, _, text) = error(|| PolicyBuilder::new().recorded(2, &json)?.build());
     assert!(text.contains("nested more than"), "{text}");
 }
+
+#[test]
+fn an_unknown_key_suggests_the_nearest_and_where_it_is() {
+    let text = "[budget]\ncontext_window = 1000000\n\n[tool_results]\n  keep_trns = 2\n";
+    let e = ctxlens::policy::PolicyBuilder::new()
+        .file("mine.toml", text)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("mine.toml:5:3"), "{e}");
+    assert!(e.contains("did you mean 'keep_turns'?"), "{e}");
+    let e = ctxlens::policy::PolicyBuilder::new()
+        .file("bad.toml", "[tool_results\nkeep_turns = 2\n")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("line 1, column 14"), "{e}");
+    // Nothing near: no guess.
+    let e = ctxlens::policy::PolicyBuilder::new()
+        .set("tool_results.zzzzzzzz=1")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.ends_with("unknown key"), "{e}");
+}

@@ -387,6 +387,27 @@ pub enum Variant {
     Current,
 }
 
+impl PolicyError {
+    /// The error with where its key is in the file `text` (line and column
+    /// of the key's last part, assigned on a line of its own).
+    fn located_in(mut self, text: &str) -> PolicyError {
+        let Source::File(path) = &self.origin else {
+            return self;
+        };
+        let last = self.key.rsplit('.').next().unwrap_or(&self.key);
+        let at = text.lines().enumerate().find_map(|(n, line)| {
+            let column = line.find(last)?;
+            let rest = line[column + last.len()..].trim_start();
+            (line[..column].trim().is_empty() && rest.starts_with('='))
+                .then_some((n + 1, column + 1))
+        });
+        if let Some((line, column)) = at {
+            self.origin = Source::File(format!("{path}:{line}:{column}"));
+        }
+        self
+    }
+}
+
 /// Where a policy value came from, for error messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -556,7 +577,12 @@ impl PolicyBuilder {
         let table: Table = text.parse().map_err(|e: toml::de::Error| {
             let line = e
                 .span()
-                .map(|span| format!(" at line {}", 1 + text[..span.start].matches('\n').count()))
+                .map(|span| {
+                    let before = &text[..span.start.min(text.len())];
+                    let line = 1 + before.matches('\n').count();
+                    let column = 1 + before.rsplit('\n').next().map_or(0, |l| l.chars().count());
+                    format!(" at line {line}, column {column}")
+                })
                 .unwrap_or_default();
             let message = e.message().trim();
             let limit = if message.contains("recursion") {
@@ -571,6 +597,7 @@ impl PolicyBuilder {
             }
         })?;
         self.layer(table, Source::File(path.to_string()))
+            .map_err(|e| e.located_in(text))
     }
 
     /// Adds a policy recorded as JSON with a model call.
@@ -1011,7 +1038,19 @@ fn check_table(
             continue;
         }
         let Some(expected) = schema.get(name) else {
-            return Err(fail(&key, "unknown key".into()));
+            let nearest = schema
+                .keys()
+                .map(|k| (strsim::levenshtein(name, k), k))
+                .filter(|(d, k)| *d <= 2.max(k.len() / 4))
+                .min()
+                .map(|(_, k)| k);
+            return Err(fail(
+                &key,
+                match nearest {
+                    Some(k) => format!("unknown key; did you mean '{k}'?"),
+                    None => "unknown key".into(),
+                },
+            ));
         };
         match (expected, value) {
             (Value::Table(inner), Value::Table(given)) => check_table(given, inner, &key, source)?,
