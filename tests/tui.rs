@@ -461,3 +461,27 @@ fn enter_on_a_fix_in_the_why_panel_applies_it_and_keeps_the_fact() {
     assert!(after.present_at_last, "{}", after.verdict);
     assert!(app.status.starts_with("applied --set"), "{}", app.status);
 }
+
+#[test]
+fn esc_never_quits_and_q_or_colon_q_do() {
+    let mut app = sample("forgot-deploy-key.db");
+    app.step(Control::Search);
+    for c in "deploy".chars() {
+        app.step(Control::Type(c));
+    }
+    app.step(Control::Confirm);
+    assert!(app.search.is_some());
+    app.step(Control::Back);
+    assert!(app.search.is_none() && !app.quit, "Esc clears the search");
+    app.step(Control::Back);
+    assert!(
+        !app.quit && app.status.contains("q or :q"),
+        "{}",
+        app.status
+    );
+    jump(&mut app, "q");
+    assert!(app.quit, ":q quits");
+    let mut app = sample("forgot-deploy-key.db");
+    app.step(Control::Quit);
+    assert!(app.quit);
+}

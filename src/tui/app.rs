@@ -761,7 +761,21 @@ impl App {
                 self.detail_zoom = false;
                 self.focus = Pane::History;
             }
-            Control::Back | Control::Quit => self.quit = true,
+            // Esc closes or clears what is open and never quits: q or :q do.
+            Control::Back if self.search.is_some() => {
+                self.search = None;
+                self.status = "search cleared".to_string();
+            }
+            Control::Back if self.why.is_some() => {
+                self.why = None;
+                self.status = "why closed".to_string();
+            }
+            Control::Back if self.diff => {
+                self.diff = false;
+                self.status = String::new();
+            }
+            Control::Back => self.status = "q or :q quits".to_string(),
+            Control::Quit => self.quit = true,
             Control::ScrollAt(col, row, down) => {
                 if let Some(pane) = self.pane_at(col, row) {
                     self.focus = pane;
@@ -902,6 +916,9 @@ impl App {
                 self.mode = Mode::Normal;
                 if searching {
                     self.run_search(&text);
+                } else if text.trim() == "q" {
+                    // `:q` quits, as in vim and less.
+                    self.quit = true;
                 } else {
                     self.jump(&text);
                 }

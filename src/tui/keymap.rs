@@ -166,9 +166,9 @@ pub const KEYMAP: &[Binding] = &[
         &[KeyCode::Esc],
         "Esc",
         Control::Back,
-        "back: close what is open, or quit",
+        "back: close what is open, clear the search or the traced fact; never quits",
     ),
-    bind(&[KeyCode::Char('q')], "q", Control::Quit, "quit"),
+    bind(&[KeyCode::Char('q')], "q", Control::Quit, "quit (or :q)"),
 ];
 
 /// The control a key press means, in a prompt or not.
