@@ -485,3 +485,20 @@ fn esc_never_quits_and_q_or_colon_q_do() {
     app.step(Control::Quit);
     assert!(app.quit);
 }
+
+#[test]
+fn the_history_follows_the_call_away_from_future_rows() {
+    let mut app = sample("forgot-deploy-key.db");
+    jump(&mut app, "76");
+    jump(&mut app, "s240");
+    jump(&mut app, "10");
+    let call = app.current_call().unwrap().clone();
+    let ix = app.selected_event().unwrap();
+    let seq = app.session().events[ix].seq;
+    assert_eq!(seq, call.last_seq, "the newest event call 10 saw");
+    // A row the call saw stays selected.
+    jump(&mut app, "s5");
+    jump(&mut app, "20");
+    let ix = app.selected_event().unwrap();
+    assert_eq!(app.session().events[ix].seq, 5);
+}

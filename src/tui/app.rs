@@ -539,7 +539,25 @@ impl App {
             }
         }
         self.rebuild_rows();
+        self.follow_call();
         self.sync_from_history();
+    }
+
+    /// The history follows the call: a selection the call has not seen yet
+    /// (a future row) moves to the newest event the call saw.
+    fn follow_call(&mut self) {
+        let Some(call) = self.current_call() else {
+            return;
+        };
+        let last_seq = call.last_seq;
+        let session = self.session();
+        let seen = session.events.partition_point(|e| e.seq <= last_seq);
+        let future = self
+            .selected_event()
+            .is_none_or(|ix| session.events[ix].seq > last_seq);
+        if future && seen > 0 {
+            self.history_sel = self.row_of(seen - 1);
+        }
     }
 
     /// The history rows for the current call: events, with the split rule.
