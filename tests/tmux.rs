@@ -108,7 +108,7 @@ fn a_user_steps_to_the_call_where_the_fact_was_summarized_away() {
         "the fact's event is summarized at call 44:\n{screen}"
     );
 
-    tmux.keys(&["?"]);
+    tmux.keys(&["h"]);
     tmux.wait_for("Esc to close", true);
     tmux.keys(&["Escape"]);
     tmux.wait_for("Esc to close", false);

@@ -502,3 +502,34 @@ fn the_history_follows_the_call_away_from_future_rows() {
     let ix = app.selected_event().unwrap();
     assert_eq!(app.session().events[ix].seq, 5);
 }
+
+#[test]
+fn search_backward_with_question_mark_and_n_and_n_capital_move_only_the_match() {
+    let mut app = sample("forgot-deploy-key.db");
+    jump(&mut app, "50");
+    let call = app.current_call().unwrap().id;
+    app.step(Control::SearchBack);
+    for c in "deploy.*key".chars() {
+        app.step(Control::Type(c));
+    }
+    app.step(Control::Confirm);
+    let (_, matches) = app.search.clone().unwrap();
+    assert!(matches.len() >= 3, "a regex: {matches:?}");
+    // Backward from the top wraps to the last match.
+    let first = app.selected_event().unwrap();
+    assert_eq!(first, *matches.last().unwrap());
+    app.step(Control::NextMatch);
+    let second = app.selected_event().unwrap();
+    assert!(second < first, "n goes on backward");
+    app.step(Control::PrevMatch);
+    assert_eq!(app.selected_event().unwrap(), first, "N comes back");
+    assert_eq!(app.current_call().unwrap().id, call, "the call stays");
+    assert!(app.status.starts_with("match "), "{}", app.status);
+    // No match says so.
+    app.step(Control::Search);
+    for c in "nowhere-at-all".chars() {
+        app.step(Control::Type(c));
+    }
+    app.step(Control::Confirm);
+    assert!(app.status.contains("no event contains"), "{}", app.status);
+}

@@ -27,6 +27,7 @@ pub enum Control {
     SwitchPane,
     Detail,
     Search,
+    SearchBack,
     NextMatch,
     PrevMatch,
     Jump,
@@ -61,8 +62,9 @@ pub enum Pane {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Mode {
     Normal,
-    /// Typing a search.
+    /// Typing a search, forward or (`?`) backward.
     Search(String),
+    SearchBack(String),
     /// Typing a call id or `s<seq>`.
     Jump(String),
     Help,
@@ -192,6 +194,8 @@ pub struct App {
     pub focus: Pane,
     pub mode: Mode,
     pub search: Option<(String, Vec<usize>)>,
+    /// Whether the search runs forward (`/`) or backward (`?`).
+    pub search_forward: bool,
     pub status: String,
     pub quit: bool,
     /// Follow the newest call as the log grows (lnav's follow mode).
@@ -246,6 +250,7 @@ impl App {
             focus: Pane::History,
             mode: Mode::Normal,
             search: None,
+            search_forward: true,
             status: String::new(),
             quit: false,
             follow: false,
@@ -639,7 +644,9 @@ impl App {
     /// Applies one control.
     pub fn step(&mut self, control: Control) {
         match self.mode.clone() {
-            Mode::Search(text) | Mode::Jump(text) => return self.prompt(control, text),
+            Mode::Search(text) | Mode::SearchBack(text) | Mode::Jump(text) => {
+                return self.prompt(control, text);
+            }
             Mode::Policy(sel) => return super::editor::step(self, control, sel),
             Mode::Compare(top) => {
                 let last = self.metrics.len().saturating_sub(1);
@@ -770,6 +777,7 @@ impl App {
                 }
             }
             Control::Search => self.mode = Mode::Search(String::new()),
+            Control::SearchBack => self.mode = Mode::SearchBack(String::new()),
             Control::Jump => self.mode = Mode::Jump(String::new()),
             Control::NextMatch => self.next_match(true),
             Control::PrevMatch => self.next_match(false),
@@ -920,7 +928,8 @@ impl App {
     }
 
     fn prompt(&mut self, control: Control, mut text: String) {
-        let searching = matches!(self.mode, Mode::Search(_));
+        let searching = matches!(self.mode, Mode::Search(_) | Mode::SearchBack(_));
+        let backward = matches!(self.mode, Mode::SearchBack(_));
         match control {
             Control::Type(c) => text.push(c),
             Control::Erase => {
@@ -933,7 +942,7 @@ impl App {
             Control::Confirm => {
                 self.mode = Mode::Normal;
                 if searching {
-                    self.run_search(&text);
+                    self.run_search(&text, !backward);
                 } else if text.trim() == "q" {
                     // `:q` quits, as in vim and less.
                     self.quit = true;
@@ -944,14 +953,14 @@ impl App {
             }
             _ => {}
         }
-        self.mode = if searching {
-            Mode::Search(text)
-        } else {
-            Mode::Jump(text)
+        self.mode = match (searching, backward) {
+            (true, true) => Mode::SearchBack(text),
+            (true, false) => Mode::Search(text),
+            _ => Mode::Jump(text),
         };
     }
 
-    fn run_search(&mut self, query: &str) {
+    fn run_search(&mut self, query: &str, forward: bool) {
         let Some(matcher) = super::search::Matcher::new(query) else {
             self.search = None;
             return;
@@ -965,11 +974,14 @@ impl App {
             .map(|(ix, _)| ix)
             .collect();
         self.search = Some((query.to_string(), matches));
+        self.search_forward = forward;
         self.focus = Pane::History;
         self.next_match(true);
     }
 
-    fn next_match(&mut self, forward: bool) {
+    /// The next match in the search's direction (`again`), or the other way.
+    fn next_match(&mut self, again: bool) {
+        let forward = again == self.search_forward;
         let Some((query, matches)) = &self.search else {
             self.status = "no search: press / to search".to_string();
             return;

@@ -157,7 +157,11 @@ pub fn reload_policy(app: &mut App, path: &Path) {
 fn control_for(app: &App, input: Event) -> Option<Control> {
     let typing = matches!(
         app.mode,
-        Mode::Search(_) | Mode::Jump(_) | Mode::Policy(_) | Mode::PolicyInput(..)
+        Mode::Search(_)
+            | Mode::SearchBack(_)
+            | Mode::Jump(_)
+            | Mode::Policy(_)
+            | Mode::PolicyInput(..)
     );
     match input {
         Event::Key(key) if key.kind != KeyEventKind::Release => keymap::control_for(key, typing),

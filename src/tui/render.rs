@@ -1023,15 +1023,18 @@ fn draw_detail(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
 
 fn draw_footer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let line = match &app.mode {
-        Mode::Search(text) => {
-            Line::from(format!("search: {text}▏  (Enter to search, Esc to cancel)"))
-        }
+        Mode::Search(text) => Line::from(format!(
+            "/{text}▏  (a regex; Enter searches forward, Esc cancels)"
+        )),
+        Mode::SearchBack(text) => Line::from(format!(
+            "?{text}▏  (a regex; Enter searches backward, Esc cancels)"
+        )),
         Mode::Jump(text) => Line::from(format!(
             "jump to: {text}▏  (a call id like 42, or a seq like s120)"
         )),
         _ => {
             // What just happened comes first, so a narrow screen cuts the key hints.
-            let keys = " ? help · n/p call · [ ] turn · Tab pane · Enter detail · / search · : jump · q quit";
+            let keys = " h help · , . call · [ ] turn · Tab pane · Enter detail · / ? search · n N match · : jump · q quit";
             let mut spans = Vec::new();
             if !app.status.is_empty() {
                 spans.push(Span::raw(format!(" {} ·", app.status)));

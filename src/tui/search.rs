@@ -4,9 +4,9 @@
 //! Lowercasing a line and searching the copy gives offsets into the copy, and
 //! lowercasing changes lengths ("İ" is 2 bytes, its lowercase 3; the Kelvin
 //! sign U+212A 3, its lowercase "k" 1): slicing the original there cuts a
-//! character in two. The matcher is a regex, case-insensitive with the query
-//! escaped, run on the original, so every match is a range of it (simple case
-//! folding: `k` matches "k", "K" and the Kelvin sign).
+//! character in two. The matcher is a regex run on the original, so every
+//! match is a range of it; case-insensitive (simple case folding: `k`
+//! matches "k", "K" and the Kelvin sign) unless the query holds a capital.
 
 use std::ops::Range;
 
@@ -19,17 +19,24 @@ pub struct Matcher {
 }
 
 impl Matcher {
-    /// The matcher for `query` as literal text; `None` for an empty query.
+    /// The matcher for `query`, a regex (or, where it is not one, literal
+    /// text), case-insensitive unless it holds a capital, as in less;
+    /// `None` for an empty query.
     pub fn new(query: &str) -> Option<Matcher> {
         if query.is_empty() {
             return None;
         }
-        RegexBuilder::new(&regex::escape(query))
-            .case_insensitive(true)
-            // A long pasted query must not be refused for the size of its automaton.
-            .size_limit(64 << 20)
-            .build()
-            .ok()
+        let insensitive = !query.chars().any(char::is_uppercase);
+        let build = |pattern: &str| {
+            RegexBuilder::new(pattern)
+                .case_insensitive(insensitive)
+                // A long pasted query must not be refused for the size of its automaton.
+                .size_limit(64 << 20)
+                .build()
+                .ok()
+        };
+        build(query)
+            .or_else(|| build(&regex::escape(query)))
             .map(|regex| Matcher { regex })
     }
 
@@ -54,14 +61,22 @@ mod tests {
         for (query, want) in [
             ("k", vec!["\u{212a}"]),
             ("zqk", vec!["zq\u{212a}"]),
-            ("ZQ", vec!["zq"]),
+            ("zq", vec!["zq"]),
         ] {
             let m = Matcher::new(query).unwrap();
             let found: Vec<&str> = m.find_iter(line).map(|r| &line[r]).collect();
             assert_eq!(found, want, "{query}");
         }
+        // A regex; a capital makes it case-sensitive; not a regex: literal.
         assert!(Matcher::new("a.b").unwrap().is_match("xA.By"));
-        assert!(!Matcher::new("a.b").unwrap().is_match("axb"));
+        assert!(Matcher::new("a.b").unwrap().is_match("axb"));
+        assert!(
+            Matcher::new("deploy.*key")
+                .unwrap()
+                .is_match("the DEPLOY key")
+        );
+        assert!(!Matcher::new("Deploy").unwrap().is_match("deploy"));
+        assert!(Matcher::new("a(b").unwrap().is_match("xa(b"));
         assert!(Matcher::new("").is_none());
     }
 }
