@@ -79,7 +79,7 @@ impl State {
             State::Stubbed => "○",
             State::Placeholder => "?",
             State::SummarizedLost => "✗",
-            State::Dropped => "✕",
+            State::Dropped => "⊘",
             State::Future => "·",
         }
     }

@@ -75,7 +75,7 @@ fn print_text(t: &Trace) {
         t.timeline.last().map_or(0, |p| p.call)
     );
     say!(
-        "  (● verbatim ▲ pinned Σ summarized, kept ? a summary due, none recorded ✗ summarized, lost ○ stubbed ◐ truncated ✕ dropped · future)"
+        "  (● verbatim ▲ pinned Σ summarized, kept ? a summary due, none recorded ✗ summarized, lost ○ stubbed ◐ truncated ⊘ dropped · future)"
     );
     let mut previous = None;
     for point in &t.timeline {

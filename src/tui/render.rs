@@ -85,7 +85,7 @@ impl Disposition {
             Disposition::Status(Status::Truncated) => "◐",
             Disposition::Status(Status::Summarized) => "Σ",
             Disposition::Status(Status::Pinned) => "▲",
-            Disposition::Status(Status::Dropped) => "✕",
+            Disposition::Status(Status::Dropped) => "⊘",
             Disposition::Future => "·",
         }
     }
@@ -1068,6 +1068,18 @@ pub fn help_lines() -> Vec<Line<'static>> {
         "  ≠   with d: disposed of differently than the audit record says",
     ));
     lines.push(Line::from(""));
+    lines.push(Line::from("the why strip (w), one glyph per call").add_modifier(Modifier::BOLD));
+    lines.push(Line::from(
+        "  ● verbatim ▲ pinned Σ summarized, kept ? a summary due, none recorded",
+    ));
+    lines.push(Line::from(
+        "  ✗ summarized, lost ○ stubbed ◐ truncated ⊘ dropped · future",
+    ));
+    lines.push(Line::from("the metrics strip").add_modifier(Modifier::BOLD));
+    lines.push(Line::from(
+        "  ▁▂▃ tokens against the target (! over budget) · ╳ the cache broke · 1 2 summary version",
+    ));
+    lines.push(Line::from(""));
     lines.push(Line::from("kinds: S system · U user · A assistant · R reasoning · → tool call · ← tool result · C compaction"));
     lines.push(Line::from(
         "an underlined row starts a turn; a ── rule marks the split point",
@@ -1194,7 +1206,7 @@ pub fn why_lines(trace: &crate::analysis::why::Trace, fix: usize) -> Vec<Line<'s
     )));
     lines.push(Line::from(strip));
     lines.push(Line::from(
-        "  ● verbatim ▲ pinned Σ summarized, kept ? summary due, none recorded ✗ summarized, lost ○ stubbed ◐ truncated ✕ dropped · future",
+        "  ● verbatim ▲ pinned Σ summarized, kept ? summary due, none recorded ✗ summarized, lost ○ stubbed ◐ truncated ⊘ dropped · future",
     ).add_modifier(Modifier::DIM));
     if let Some(text) = trace
         .lost_at
