@@ -533,3 +533,24 @@ fn search_backward_with_question_mark_and_n_and_n_capital_move_only_the_match() 
     app.step(Control::Confirm);
     assert!(app.status.contains("no event contains"), "{}", app.status);
 }
+
+#[test]
+fn y_copies_the_selected_rows_full_text() {
+    let mut app = sample("forgot-deploy-key.db");
+    jump(&mut app, "s2");
+    app.step(Control::Copy);
+    let copied = app.clipboard.take().unwrap();
+    assert!(copied.contains("item 'billing-deploy-key'"), "{copied}");
+    assert!(app.status.starts_with("copied "), "{}", app.status);
+    // In the context pane, the item as sent: a summary's whole text.
+    jump(&mut app, "44");
+    app.step(Control::SwitchPane);
+    app.step(Control::Top);
+    app.step(Control::Down);
+    app.step(Control::Copy);
+    let copied = app.clipboard.take().unwrap();
+    assert!(
+        copied.starts_with("Summary of the session so far"),
+        "{copied}"
+    );
+}

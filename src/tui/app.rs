@@ -37,6 +37,7 @@ pub enum Control {
     Diff,
     Compare,
     Record,
+    Copy,
     Why,
     Help,
     Back,
@@ -196,6 +197,8 @@ pub struct App {
     pub search: Option<(String, Vec<usize>)>,
     /// Whether the search runs forward (`/`) or backward (`?`).
     pub search_forward: bool,
+    /// Text to put on the terminal's clipboard (OSC 52) after this step.
+    pub clipboard: Option<String>,
     pub status: String,
     pub quit: bool,
     /// Follow the newest call as the log grows (lnav's follow mode).
@@ -251,6 +254,7 @@ impl App {
             mode: Mode::Normal,
             search: None,
             search_forward: true,
+            clipboard: None,
             status: String::new(),
             quit: false,
             follow: false,
@@ -735,6 +739,16 @@ impl App {
             Control::Follow => self.follow_newest(),
             Control::Edit => self.mode = Mode::Policy(0),
             Control::Why => self.trace_fact(),
+            Control::Copy => match self.selected_text() {
+                Some(text) => {
+                    self.status = format!(
+                        "copied {} characters (OSC 52: the terminal puts them on the clipboard)",
+                        text.chars().count()
+                    );
+                    self.clipboard = Some(text);
+                }
+                None => self.status = "nothing selected to copy".to_string(),
+            },
             Control::Compare => {
                 self.measure_recorded();
                 self.mode = Mode::Compare(self.call);
@@ -843,6 +857,27 @@ impl App {
             }
             Err(e) => self.status = e,
         }
+    }
+
+    /// The full text of the selected row: a context item as sent, or a
+    /// history event as the log holds it.
+    pub fn selected_text(&self) -> Option<String> {
+        let session = self.session();
+        if self.focus == Pane::Context
+            && let Some(view) = &self.view
+            && let Some(item) = view.order.get(self.context_sel)
+        {
+            return Some(match *item {
+                ItemRef::Event(ix, _) => view.text_of(&session.events[ix], ix).into_owned(),
+                ItemRef::Summary(_) | ItemRef::Placeholder(_) | ItemRef::Generated(_) => {
+                    view.stand_text.clone().unwrap_or_default()
+                }
+                ItemRef::Injection(i) => view.injections.get(i)?.content.clone(),
+                ItemRef::Recorded(at) => view.sent.as_ref()?.events.get(at)?.content.clone(),
+            });
+        }
+        self.selected_event()
+            .map(|ix| session.events[ix].content.clone())
     }
 
     /// Keys in the why panel: j/k pick a fix, PgUp/PgDn scroll, Enter

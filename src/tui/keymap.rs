@@ -156,6 +156,12 @@ pub const KEYMAP: &[Binding] = &[
         "compare: the recorded policy (or record) against the edited one",
     ),
     bind(
+        &[KeyCode::Char('y')],
+        "y",
+        Control::Copy,
+        "copy the selected row's full text to the clipboard (OSC 52)",
+    ),
+    bind(
         &[KeyCode::Char('w')],
         "w",
         Control::Why,

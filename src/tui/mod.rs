@@ -109,6 +109,9 @@ fn event_loop(
                     if let Some(control) = control_for(&app, input) {
                         app.step(control);
                     }
+                    if let Some(text) = app.clipboard.take() {
+                        copy(&text);
+                    }
                 }
             }
         }
@@ -117,6 +120,18 @@ fn event_loop(
         }
     }
     Ok(())
+}
+
+/// Puts `text` on the terminal's clipboard: OSC 52, which the terminal (and
+/// tmux with set-clipboard) carries out; the text is base64, so nothing in
+/// it reaches the terminal raw.
+fn copy(text: &str) {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+    let mut out = std::io::stdout();
+    let _ = write!(out, "\x1b]52;c;{encoded}\x07");
+    let _ = out.flush();
 }
 
 /// The worker that replays every call for the metrics strip off the input
