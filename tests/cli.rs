@@ -512,3 +512,46 @@ fn a_session_is_named_by_a_unique_prefix() {
         assert!(err.contains(says), "{err}");
     }
 }
+
+#[test]
+fn every_command_that_takes_a_log_takes_a_transcript_too() {
+    let cache = TempDir::new().unwrap();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/claude-code-microcompact.jsonl");
+    let run = |args: &[&str]| {
+        Command::cargo_bin("ctxlens")
+            .unwrap()
+            .env("XDG_CACHE_HOME", cache.path())
+            .args(args)
+            .arg(&src)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["why", "--json", "--text", "fn b"]);
+    let t: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(t["seqs"].as_array().unwrap().len(), 1, "{t}");
+    for args in [
+        &["replay"][..],
+        &["stats"],
+        &["check"],
+        &["project", "--call", "1"],
+    ] {
+        let out = run(args);
+        assert!(
+            out.status.code().is_some_and(|c| c < 2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Messages name the transcript, never the cache.
+        let all = [out.stdout, out.stderr].concat();
+        assert!(
+            !String::from_utf8_lossy(&all).contains(cache.path().to_str().unwrap()),
+            "{args:?}"
+        );
+    }
+    // The one command that writes refuses a transcript.
+    let out = run(&["summarize", "--with", "cat"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("import it first"));
+}

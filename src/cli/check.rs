@@ -7,11 +7,10 @@ use serde_json::json;
 use super::{Outcome, activity, print_json};
 use crate::analysis::check::{check_log, schema_problem};
 use crate::display::escape_line;
-use crate::log::Store;
 use crate::say;
 
 pub fn run(path: &Path, as_json: bool) -> anyhow::Result<Outcome> {
-    let mut store = Store::open(path)?;
+    let mut store = super::open(path)?;
     let log = store.load()?;
     let activity = activity(&store, &log);
     let mut report = check_log(&log, &activity);

@@ -37,6 +37,16 @@ pub fn is_log(path: &Path) -> bool {
 /// inspector on it; with `follow`, a JSON-lines source is imported again
 /// each time it grows, and the inspector follows.
 pub fn open(src: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<Outcome> {
+    let cached = cached(src)?;
+    if follow && src.is_file() {
+        watch(import::detect(src)?, src.to_path_buf(), cached.clone());
+    }
+    crate::tui::run(&cached, follow, policy)
+}
+
+/// The import of `src` in the cache, made first when it is not there (its
+/// warnings on stderr).
+pub fn cached(src: &Path) -> anyhow::Result<PathBuf> {
     let format = import::detect(src)?;
     let cached = import::cache_path(src)?;
     if !cached.exists() {
@@ -46,10 +56,7 @@ pub fn open(src: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
             say_err!("ctxlens: {warning}");
         }
     }
-    if follow && src.is_file() {
-        watch(format, src.to_path_buf(), cached.clone());
-    }
-    crate::tui::run(&cached, follow, policy)
+    Ok(cached)
 }
 
 /// Imports `src` again into `out` whenever its size or modification time changes.

@@ -41,8 +41,22 @@ pub fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
 }
 
 /// Opens and loads a whole log.
+use anyhow::Context as _;
+
 pub fn load(path: &Path) -> anyhow::Result<Log> {
-    Ok(Store::open(path)?.load()?)
+    Ok(open(path)?.load()?)
+}
+
+/// The log at `path`; or, for another tool's transcript, its import in the
+/// user's cache (made again only when the transcript changed), whose
+/// errors name the transcript.
+pub fn open(path: &Path) -> anyhow::Result<Store> {
+    if path.exists() && !import::is_log(path) && crate::import::detect(path).is_ok() {
+        let cached = import::cached(path)?;
+        return Store::open(&cached)
+            .with_context(|| format!("{}: its import cannot be read", path.display()));
+    }
+    Ok(Store::open(path)?)
 }
 
 /// Each session's activity now (live, silent or ended), in the log's order.

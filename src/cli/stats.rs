@@ -12,7 +12,6 @@ use crate::analysis::activity::Activity;
 use crate::analysis::calibrate::{self, Calibration, Cause};
 use crate::analysis::check::{InFlight, check_log};
 use crate::display::escape_line;
-use crate::log::Store;
 use crate::model::{Kind, SessionLog};
 use crate::say;
 use crate::tokens::{Encoding, TokenCache};
@@ -73,7 +72,7 @@ struct Reported {
 }
 
 pub fn run(path: &Path, encoding: Encoding, as_json: bool) -> anyhow::Result<Outcome> {
-    let mut store = Store::open(path)?;
+    let mut store = super::open(path)?;
     let log = store.load()?;
     let activity = super::activity(&store, &log);
     let in_flight = check_log(&log, &activity).in_flight;

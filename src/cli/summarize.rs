@@ -15,6 +15,13 @@ pub fn run(
     session: Option<&str>,
     choice: &PolicyChoice,
 ) -> anyhow::Result<Outcome> {
+    if !super::import::is_log(path) && path.exists() {
+        anyhow::bail!(
+            "{}: summarize writes to a log, and this is not one; import it first (`ctxlens import FORMAT {} -o LOG`)",
+            path.display(),
+            path.display()
+        );
+    }
     let log = load(path)?;
     let sessions: Vec<_> = match session {
         Some(id) => vec![log.pick_session(Some(id)).map_err(anyhow::Error::msg)?],
