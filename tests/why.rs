@@ -305,3 +305,26 @@ fn a_pin_keeps_a_stubbed_tool_result() {
         [State::Verbatim, State::Pinned]
     );
 }
+
+#[test]
+fn an_excerpt_of_text_whose_case_changes_length_does_not_break() {
+    // "İ" lowercases to three bytes, the Kelvin sign to one: offsets found in
+    // the lowercase copy are not the original's.
+    let mut b = LogBuilder::new();
+    b.user(&format!(
+        "{} the vault is svc-key-9 \u{212a}",
+        "İ".repeat(40)
+    ));
+    b.call();
+    let t = trace(
+        &b.log,
+        &Fact::Texts(vec!["svc-key-9".into()]),
+        &PolicyChoice::default(),
+    )
+    .unwrap();
+    assert!(
+        t.holders[0].excerpt.contains("svc-key-9"),
+        "{:?}",
+        t.holders
+    );
+}

@@ -356,8 +356,14 @@ fn resolve(fact: &Fact, session: &SessionLog) -> Result<(Matcher, Vec<usize>), S
     Ok((matcher, holders))
 }
 
+/// Some 160 characters of `text` from a little before `at` (a byte offset
+/// found in its lowercase copy, so moved back to a char boundary here).
 fn excerpt(text: &str, at: usize) -> String {
-    let start = text[..at.min(text.len())]
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let start = text[..at]
         .char_indices()
         .rev()
         .nth(60)
