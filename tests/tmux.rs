@@ -241,3 +241,41 @@ fn a_transcript_opens_through_the_cache_and_is_followed_as_it_grows() {
     assert!(screen.contains("history · 6 events"), "{screen}");
     tmux.keys(&["q"]);
 }
+
+#[test]
+fn o_hands_the_row_to_the_pager_and_e_capital_the_policy_to_the_editor() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let log = dir.path().join("forgot.db");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/forgot-deploy-key.db"),
+        &log,
+    )
+    .unwrap();
+    let paged = dir.path().join("paged.txt");
+    let command = format!(
+        "PAGER='cat > {}' EDITOR=\"sed -i 's/^keep_turns = 3/keep_turns = 1/'\" {} {}",
+        paged.display(),
+        env!("CARGO_BIN_EXE_ctxlens"),
+        log.display()
+    );
+    let Some(tmux) = Tmux::start("external", 120, 30, &command) else {
+        return;
+    };
+    tmux.wait_for("call 1 (1/76)", true);
+    tmux.keys(&[":", "s", "2", "Enter"]);
+    tmux.keys(&["o"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&paged).is_ok_and(|t| t.contains("billing-deploy-key")) {
+        assert!(Instant::now() < deadline, "the pager got nothing");
+        std::thread::yield_now();
+    }
+    // Back from the pager, the inspector is drawn again and takes keys.
+    tmux.wait_for("call 1 (1/76)", true);
+    tmux.keys(&["E"]);
+    let screen = tmux.wait_for("projected again", true);
+    assert!(screen.contains("policy pipeline (from"), "{screen}");
+    let policy = std::fs::read_to_string(dir.path().join("forgot.policy.toml")).unwrap();
+    assert!(policy.contains("keep_turns = 1"));
+    tmux.keys(&["."]);
+    tmux.wait_for("call 2 (2/76)", true);
+}

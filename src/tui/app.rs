@@ -38,6 +38,8 @@ pub enum Control {
     Compare,
     Record,
     Copy,
+    Pager,
+    EditFile,
     Why,
     Help,
     Back,
@@ -90,6 +92,15 @@ pub enum Mode {
 pub enum HistoryRow {
     Event(usize),
     Split,
+}
+
+/// A program the inspector hands the terminal to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum External {
+    /// `$PAGER` on this text.
+    Pager(String),
+    /// `$EDITOR` on this policy file; projected again with it when it closes.
+    Editor(std::path::PathBuf),
 }
 
 /// The selected call projected, owned so the app can keep it.
@@ -199,6 +210,9 @@ pub struct App {
     pub search_forward: bool,
     /// Text to put on the terminal's clipboard (OSC 52) after this step.
     pub clipboard: Option<String>,
+    /// A program to run on the terminal after this step (the screen given
+    /// back to it meanwhile).
+    pub external: Option<External>,
     pub status: String,
     pub quit: bool,
     /// Follow the newest call as the log grows (lnav's follow mode).
@@ -255,6 +269,7 @@ impl App {
             search: None,
             search_forward: true,
             clipboard: None,
+            external: None,
             status: String::new(),
             quit: false,
             follow: false,
@@ -739,6 +754,11 @@ impl App {
             Control::Follow => self.follow_newest(),
             Control::Edit => self.mode = Mode::Policy(0),
             Control::Why => self.trace_fact(),
+            Control::Pager => match self.selected_text() {
+                Some(text) => self.external = Some(External::Pager(text)),
+                None => self.status = "nothing selected to read".to_string(),
+            },
+            Control::EditFile => self.edit_policy_file(),
             Control::Copy => match self.selected_text() {
                 Some(text) => {
                     self.status = format!(
@@ -857,6 +877,49 @@ impl App {
             }
             Err(e) => self.status = e,
         }
+    }
+
+    /// The policy file to edit in `$EDITOR`: the one given with `--policy`,
+    /// else the policy in force written to `LOG.policy.toml` first.
+    fn edit_policy_file(&mut self) {
+        let path = match self.policy_file() {
+            Some(path) => std::path::PathBuf::from(path),
+            None => {
+                let path = std::path::PathBuf::from(format!(
+                    "{}.policy.toml",
+                    self.path.trim_end_matches(".db")
+                ));
+                let Some(view) = &self.view else {
+                    return;
+                };
+                let written = toml::to_string(&view.policy)
+                    .map_err(|e| e.to_string())
+                    .and_then(|text| std::fs::write(&path, text).map_err(|e| e.to_string()));
+                if let Err(e) = written {
+                    self.status = format!("could not write {}: {e}", path.display());
+                    return;
+                }
+                path
+            }
+        };
+        self.external = Some(External::Editor(path));
+    }
+
+    /// After `$EDITOR` closed on `path`: the policy read again and every
+    /// call projected with it, or the reason it was refused.
+    pub fn edited(&mut self, path: &std::path::Path) {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) => {
+                self.status = format!("{}: {e}", path.display());
+                return;
+            }
+        };
+        let file = Some((path.display().to_string(), text));
+        self.status = match self.set_policy_file(file) {
+            Ok(()) => format!("{}: projected again", path.display()),
+            Err(e) => e,
+        };
     }
 
     /// The full text of the selected row: a context item as sent, or a

@@ -162,6 +162,18 @@ pub const KEYMAP: &[Binding] = &[
         "copy the selected row's full text to the clipboard (OSC 52)",
     ),
     bind(
+        &[KeyCode::Char('o')],
+        "o",
+        Control::Pager,
+        "open the selected row's full text in $PAGER (less -R)",
+    ),
+    bind(
+        &[KeyCode::Char('E')],
+        "E",
+        Control::EditFile,
+        "edit the policy in $EDITOR; saved, every call is projected again",
+    ),
+    bind(
         &[KeyCode::Char('w')],
         "w",
         Control::Why,

@@ -12,6 +12,7 @@ pub mod search;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
@@ -56,10 +57,26 @@ pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
         previous(info);
     }));
     let _ = execute!(std::io::stdout(), EnableMouseCapture);
+    // Input is read here, except while a pager or editor has the terminal.
+    let paused = Arc::new(AtomicBool::new(false));
+    let reading = Arc::clone(&paused);
     std::thread::spawn(move || {
-        while let Ok(event) = event::read() {
-            if tx.send(Msg::Input(event)).is_err() {
-                break;
+        loop {
+            if reading.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            match event::poll(Duration::from_millis(50)) {
+                Ok(true) => match event::read() {
+                    Ok(event) => {
+                        if tx.send(Msg::Input(event)).is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                },
+                Ok(false) => {}
+                Err(_) => break,
             }
         }
     });
@@ -67,7 +84,7 @@ pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
     app.activity = activity;
     app.preset_policy_file(policy_file);
     app.use_worker(worker);
-    let result = event_loop(&mut terminal, app, tail, rx, (follow, policy));
+    let result = event_loop(&mut terminal, app, tail, rx, (follow, policy), &paused);
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::try_restore()?;
     result.map(|()| Outcome::Done)
@@ -79,6 +96,7 @@ fn event_loop(
     mut tail: Tail,
     rx: mpsc::Receiver<Msg>,
     (follow, policy): (bool, Option<&Path>),
+    paused: &AtomicBool,
 ) -> anyhow::Result<()> {
     let theme = Theme::from_env();
     terminal.draw(|frame| render::draw(frame, &mut app, theme))?;
@@ -112,6 +130,9 @@ fn event_loop(
                     if let Some(text) = app.clipboard.take() {
                         copy(&text);
                     }
+                    if let Some(external) = app.external.take() {
+                        hand_over(terminal, &mut app, external, paused)?;
+                    }
                 }
             }
         }
@@ -119,6 +140,63 @@ fn event_loop(
             app.status = format!("{error} · retrying");
         }
     }
+    Ok(())
+}
+
+/// Gives the terminal to a pager or editor until it ends, then takes it
+/// back and redraws; the input thread waits meanwhile.
+fn hand_over(
+    terminal: &mut ratatui::DefaultTerminal,
+    app: &mut App,
+    external: app::External,
+    paused: &AtomicBool,
+) -> anyhow::Result<()> {
+    paused.store(true, Ordering::SeqCst);
+    // The input thread finishes the poll it is in.
+    std::thread::sleep(Duration::from_millis(80));
+    let _ = execute!(std::io::stdout(), DisableMouseCapture);
+    ratatui::try_restore()?;
+    let outcome = match &external {
+        app::External::Pager(text) => {
+            let pager = std::env::var("PAGER")
+                .ok()
+                .filter(|p| !p.trim().is_empty())
+                .unwrap_or_else(|| "less -R".into());
+            std::process::Command::new("sh")
+                .args(["-c", &pager])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .and_then(|mut child| {
+                    use std::io::Write as _;
+                    if let Some(mut stdin) = child.stdin.take() {
+                        let _ = stdin.write_all(crate::display::escape(text).as_bytes());
+                    }
+                    child.wait()
+                })
+                .map(|_| ())
+        }
+        app::External::Editor(path) => {
+            let editor = std::env::var("VISUAL")
+                .or_else(|_| std::env::var("EDITOR"))
+                .ok()
+                .filter(|e| !e.trim().is_empty())
+                .unwrap_or_else(|| "vi".into());
+            std::process::Command::new("sh")
+                .args(["-c", &format!("{editor} \"$1\""), "sh"])
+                .arg(path)
+                .status()
+                .map(|_| ())
+        }
+    };
+    *terminal = ratatui::try_init()?;
+    let _ = execute!(std::io::stdout(), EnableMouseCapture);
+    paused.store(false, Ordering::SeqCst);
+    match (outcome, external) {
+        (Err(e), _) => app.status = format!("could not run it: {e}"),
+        (Ok(()), app::External::Editor(path)) => app.edited(&path),
+        (Ok(()), app::External::Pager(_)) => {}
+    }
+    terminal.clear()?;
     Ok(())
 }
 
