@@ -554,3 +554,47 @@ fn y_copies_the_selected_rows_full_text() {
         "{copied}"
     );
 }
+
+#[test]
+fn ampersand_filters_the_history_by_kind_tool_and_status() {
+    let mut app = sample("forgot-deploy-key.db");
+    jump(&mut app, "20");
+    app.step(Control::Filter);
+    for c in "tool:read_file status:stubbed".chars() {
+        app.step(Control::Type(c));
+    }
+    app.step(Control::Confirm);
+    let session = app.session().clone();
+    let view = app.view.clone().unwrap();
+    let shown: Vec<usize> = app
+        .rows
+        .iter()
+        .filter_map(|r| match r {
+            ctxlens::tui::app::HistoryRow::Event(ix) => Some(*ix),
+            _ => None,
+        })
+        .collect();
+    assert!(!shown.is_empty());
+    for &ix in &shown {
+        assert_eq!(session.events[ix].tool_name.as_deref(), Some("read_file"));
+        assert_eq!(view.slots[ix].status.as_str(), "stubbed");
+    }
+    let screen = text(&draw(&mut app, 160, 48, COLOR));
+    assert!(
+        screen.contains(&format!(
+            "& tool:read_file status:stubbed · {} of 243 events",
+            shown.len()
+        )),
+        "{screen}"
+    );
+    // & then Enter clears it.
+    app.step(Control::Filter);
+    while app.filter.as_ref().is_some_and(
+        |_| matches!(app.mode, ctxlens::tui::app::Mode::Filter(ref t) if !t.is_empty()),
+    ) {
+        app.step(Control::Erase);
+    }
+    app.step(Control::Confirm);
+    assert!(app.filter.is_none());
+    assert!(app.rows.len() >= 243);
+}

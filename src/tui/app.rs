@@ -40,6 +40,7 @@ pub enum Control {
     Copy,
     Pager,
     EditFile,
+    Filter,
     Why,
     Help,
     Back,
@@ -65,6 +66,8 @@ pub enum Pane {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Mode {
     Normal,
+    /// Typing a filter of the history (`&`).
+    Filter(String),
     /// Typing a search, forward or (`?`) backward.
     Search(String),
     SearchBack(String),
@@ -92,6 +95,48 @@ pub enum Mode {
 pub enum HistoryRow {
     Event(usize),
     Split,
+}
+
+/// The history's filter: kinds, tools and statuses (each any of its
+/// values; all three must hold), case aside.
+struct Filter {
+    kinds: Vec<String>,
+    tools: Vec<String>,
+    statuses: Vec<String>,
+}
+
+impl Filter {
+    /// `kind:K tool:T status:S ...`; a bare word is a kind when it names
+    /// one, else a tool.
+    fn parse(text: &str) -> Filter {
+        let mut f = Filter {
+            kinds: Vec::new(),
+            tools: Vec::new(),
+            statuses: Vec::new(),
+        };
+        for term in text.split_whitespace() {
+            let term = term.to_lowercase();
+            match term.split_once(':') {
+                Some(("kind", v)) => f.kinds.push(v.to_string()),
+                Some(("tool", v)) => f.tools.push(v.to_string()),
+                Some(("status", v)) => f.statuses.push(v.to_string()),
+                _ if crate::model::Kind::parse(&term) != crate::model::Kind::Unknown => {
+                    f.kinds.push(term)
+                }
+                _ => f.tools.push(term),
+            }
+        }
+        f
+    }
+
+    fn keeps(&self, event: &crate::model::Event, status: &str) -> bool {
+        let any = |values: &[String], value: &str| {
+            values.is_empty() || values.iter().any(|v| v.eq_ignore_ascii_case(value))
+        };
+        any(&self.kinds, event.kind.as_str())
+            && any(&self.tools, event.tool_name.as_deref().unwrap_or(""))
+            && any(&self.statuses, status)
+    }
 }
 
 /// A program the inspector hands the terminal to.
@@ -208,6 +253,8 @@ pub struct App {
     pub search: Option<(String, Vec<usize>)>,
     /// Whether the search runs forward (`/`) or backward (`?`).
     pub search_forward: bool,
+    /// The history's filter (`&`), as typed, where one is set.
+    pub filter: Option<String>,
     /// Text to put on the terminal's clipboard (OSC 52) after this step.
     pub clipboard: Option<String>,
     /// A program to run on the terminal after this step (the screen given
@@ -270,6 +317,7 @@ impl App {
             search_forward: true,
             clipboard: None,
             external: None,
+            filter: None,
             status: String::new(),
             quit: false,
             follow: false,
@@ -592,9 +640,17 @@ impl App {
             Stand::Summary(ix) => Some(session.summaries[ix].to_seq),
             Stand::Placeholder(span) | Stand::Generated(span) => Some(span.to_seq),
         });
+        let filter = self.filter.as_deref().map(Filter::parse);
         let mut rows = Vec::with_capacity(session.events.len() + 1);
         for (ix, event) in session.events.iter().enumerate() {
-            rows.push(HistoryRow::Event(ix));
+            let status = self
+                .view
+                .as_ref()
+                .and_then(|v| v.slots.get(ix))
+                .map_or("future", |s| s.status.as_str());
+            if filter.as_ref().is_none_or(|f| f.keeps(event, status)) {
+                rows.push(HistoryRow::Event(ix));
+            }
             if Some(event.seq) == split_after {
                 rows.push(HistoryRow::Split);
             }
@@ -606,11 +662,32 @@ impl App {
         self.history_sel = self.history_sel.min(self.rows.len().saturating_sub(1));
     }
 
+    /// Filters the history as `text` says (`kind:tool_result tool:Bash
+    /// status:stubbed`); an empty one clears the filter.
+    fn set_filter(&mut self, text: &str) {
+        let text = text.trim();
+        self.filter = (!text.is_empty()).then(|| text.to_string());
+        self.rebuild_rows();
+        self.status = match &self.filter {
+            Some(f) => format!(
+                "filter {f}: {} rows (& then Enter clears it)",
+                self.rows.len()
+            ),
+            None => "filter cleared".to_string(),
+        };
+    }
+
     fn row_of(&self, event: usize) -> usize {
-        // The split rule adds at most one row, so the event is at ix or ix + 1.
-        (event..=event + 1)
-            .find(|&r| self.rows.get(r) == Some(&HistoryRow::Event(event)))
-            .unwrap_or(0)
+        // Unfiltered, the split rule adds at most one row: the event is at ix or ix + 1.
+        let near =
+            (event..=event + 1).find(|&r| self.rows.get(r) == Some(&HistoryRow::Event(event)));
+        near.or_else(|| {
+            // Filtered: the event's row, or the first row after it.
+            self.rows
+                .iter()
+                .position(|r| matches!(r, HistoryRow::Event(ix) if *ix >= event))
+        })
+        .unwrap_or(0)
     }
 
     /// The event selected in the history pane.
@@ -665,6 +742,26 @@ impl App {
         match self.mode.clone() {
             Mode::Search(text) | Mode::SearchBack(text) | Mode::Jump(text) => {
                 return self.prompt(control, text);
+            }
+            Mode::Filter(mut text) => {
+                match control {
+                    Control::Type(c) => text.push(c),
+                    Control::Erase => {
+                        text.pop();
+                    }
+                    Control::Back => {
+                        self.mode = Mode::Normal;
+                        return;
+                    }
+                    Control::Confirm => {
+                        self.mode = Mode::Normal;
+                        self.set_filter(&text);
+                        return;
+                    }
+                    _ => {}
+                }
+                self.mode = Mode::Filter(text);
+                return;
             }
             Mode::Policy(sel) => return super::editor::step(self, control, sel),
             Mode::Compare(top) => {
@@ -759,6 +856,9 @@ impl App {
                 None => self.status = "nothing selected to read".to_string(),
             },
             Control::EditFile => self.edit_policy_file(),
+            Control::Filter => {
+                self.mode = Mode::Filter(self.filter.clone().unwrap_or_default());
+            }
             Control::Copy => match self.selected_text() {
                 Some(text) => {
                     self.status = format!(

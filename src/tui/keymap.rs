@@ -162,6 +162,12 @@ pub const KEYMAP: &[Binding] = &[
         "copy the selected row's full text to the clipboard (OSC 52)",
     ),
     bind(
+        &[KeyCode::Char('&')],
+        "&",
+        Control::Filter,
+        "filter the history: kind:tool_result tool:Bash status:stubbed (& Enter clears)",
+    ),
+    bind(
         &[KeyCode::Char('o')],
         "o",
         Control::Pager,

@@ -252,6 +252,7 @@ fn control_for(app: &App, input: Event) -> Option<Control> {
         app.mode,
         Mode::Search(_)
             | Mode::SearchBack(_)
+            | Mode::Filter(_)
             | Mode::Jump(_)
             | Mode::Policy(_)
             | Mode::PolicyInput(..)

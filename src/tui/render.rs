@@ -652,7 +652,18 @@ fn draw_history(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
             line
         });
     }
-    let title = format!(" history · {} events ", session.events.len());
+    let title = match &app.filter {
+        Some(filter) => format!(
+            " history · & {} · {} of {} events ",
+            display::escape_line(filter),
+            app.rows
+                .iter()
+                .filter(|r| matches!(r, super::app::HistoryRow::Event(_)))
+                .count(),
+            session.events.len()
+        ),
+        None => format!(" history · {} events ", session.events.len()),
+    };
     let block = pane_block(title, app.focus == Pane::History, theme);
     frame.render_widget(paragraph(lines).block(block), area);
 }
