@@ -598,3 +598,22 @@ fn ampersand_filters_the_history_by_kind_tool_and_status() {
     assert!(app.filter.is_none());
     assert!(app.rows.len() >= 243);
 }
+
+#[test]
+fn ctrl_w_and_ctrl_u_edit_a_prompt_as_a_shell_does() {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let ctrl = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL);
+    assert_eq!(
+        ctxlens::tui::keymap::control_for(ctrl('w'), true),
+        Some(Control::EraseWord)
+    );
+    assert_eq!(
+        ctxlens::tui::keymap::control_for(ctrl('u'), true),
+        Some(Control::EraseLine)
+    );
+    let mut line = "tool:Bash status:stu".to_string();
+    ctxlens::tui::app::edit_line(&mut line, Control::EraseWord);
+    assert_eq!(line, "tool:Bash ");
+    ctxlens::tui::app::edit_line(&mut line, Control::EraseLine);
+    assert_eq!(line, "");
+}

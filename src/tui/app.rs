@@ -48,6 +48,9 @@ pub enum Control {
     /// A character typed into a prompt.
     Type(char),
     Erase,
+    /// Ctrl-W: the word before the end; Ctrl-U: the whole line.
+    EraseWord,
+    EraseLine,
     Confirm,
     /// Mouse: scroll in the pane under (column, row).
     ScrollAt(u16, u16, bool),
@@ -95,6 +98,26 @@ pub enum Mode {
 pub enum HistoryRow {
     Event(usize),
     Split,
+}
+
+/// A prompt's line edited as a shell's is: a character typed, the last one
+/// erased, the last word (Ctrl-W) or the whole line (Ctrl-U).
+pub fn edit_line(text: &mut String, control: Control) {
+    match control {
+        Control::Type(c) => text.push(c),
+        Control::Erase => {
+            text.pop();
+        }
+        Control::EraseWord => {
+            let kept = text
+                .trim_end()
+                .rfind(char::is_whitespace)
+                .map_or(0, |at| at + 1);
+            text.truncate(kept);
+        }
+        Control::EraseLine => text.clear(),
+        _ => {}
+    }
 }
 
 /// The history's filter: kinds, tools and statuses (each any of its
@@ -745,9 +768,8 @@ impl App {
             }
             Mode::Filter(mut text) => {
                 match control {
-                    Control::Type(c) => text.push(c),
-                    Control::Erase => {
-                        text.pop();
+                    Control::Type(_) | Control::Erase | Control::EraseWord | Control::EraseLine => {
+                        edit_line(&mut text, control)
                     }
                     Control::Back => {
                         self.mode = Mode::Normal;
@@ -943,7 +965,11 @@ impl App {
                 }
             }
             Control::ClickAt(col, row) => self.click(col, row),
-            Control::Type(_) | Control::Erase | Control::Confirm => {}
+            Control::Type(_)
+            | Control::Erase
+            | Control::EraseWord
+            | Control::EraseLine
+            | Control::Confirm => {}
         }
     }
 
@@ -1129,9 +1155,8 @@ impl App {
         let searching = matches!(self.mode, Mode::Search(_) | Mode::SearchBack(_));
         let backward = matches!(self.mode, Mode::SearchBack(_));
         match control {
-            Control::Type(c) => text.push(c),
-            Control::Erase => {
-                text.pop();
+            Control::Type(_) | Control::Erase | Control::EraseWord | Control::EraseLine => {
+                edit_line(&mut text, control)
             }
             Control::Back | Control::Quit => {
                 self.mode = Mode::Normal;

@@ -151,9 +151,8 @@ pub fn step(app: &mut App, control: Control, sel: usize) {
 /// Typing a value for `key`.
 pub fn input(app: &mut App, control: Control, key: String, mut text: String) {
     match control {
-        Control::Type(c) => text.push(c),
-        Control::Erase => {
-            text.pop();
+        Control::Type(_) | Control::Erase | Control::EraseWord | Control::EraseLine => {
+            super::app::edit_line(&mut text, control)
         }
         Control::Back => {
             app.mode = editor_at(app, &key);

@@ -212,6 +212,13 @@ pub fn control_for(key: KeyEvent, typing: bool) -> Option<Control> {
         return Some(Control::Quit);
     }
     if typing {
+        if key.modifiers.contains(KeyModifiers::CONTROL) {
+            return match key.code {
+                KeyCode::Char('w') => Some(Control::EraseWord),
+                KeyCode::Char('u') => Some(Control::EraseLine),
+                _ => None,
+            };
+        }
         return match key.code {
             KeyCode::Up => Some(Control::Up),
             KeyCode::Down => Some(Control::Down),
