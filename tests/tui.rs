@@ -617,3 +617,35 @@ fn ctrl_w_and_ctrl_u_edit_a_prompt_as_a_shell_does() {
     ctxlens::tui::app::edit_line(&mut line, Control::EraseLine);
     assert_eq!(line, "");
 }
+
+#[test]
+fn g_and_capital_g_move_in_the_help_and_saving_closes_the_editor() {
+    let mut app = sample("tool-heavy.db");
+    app.step(Control::Help);
+    app.step(Control::Bottom);
+    assert!(app.help_scroll > 0);
+    app.step(Control::Top);
+    assert_eq!(app.help_scroll, 0);
+    app.step(Control::Back);
+    let dir = tempfile::TempDir::new().unwrap();
+    let log = dir.path().join("copy.db");
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/tool-heavy.db"),
+        &log,
+    )
+    .unwrap();
+    let stored = ctxlens::log::Store::open(&log).unwrap().load().unwrap();
+    let mut app = App::new(log.to_str().unwrap(), std::sync::Arc::new(stored));
+    app.step(Control::Edit);
+    app.step(Control::Type('w'));
+    assert!(
+        matches!(app.mode, ctxlens::tui::app::Mode::Normal),
+        "{}",
+        app.status
+    );
+    assert!(
+        dir.path().join("copy.policy.toml").exists(),
+        "{}",
+        app.status
+    );
+}

@@ -827,11 +827,18 @@ impl App {
                         self.mode = Mode::Normal;
                         self.help_scroll = 0;
                     }
-                    Control::Down | Control::PageDown => {
-                        self.help_scroll = self.help_scroll.saturating_add(1)
+                    Control::Down => self.help_scroll = self.help_scroll.saturating_add(1),
+                    Control::PageDown => {
+                        self.help_scroll = self.help_scroll.saturating_add(self.page as u16)
                     }
-                    Control::Up | Control::PageUp => {
-                        self.help_scroll = self.help_scroll.saturating_sub(1)
+                    Control::Up => self.help_scroll = self.help_scroll.saturating_sub(1),
+                    Control::PageUp => {
+                        self.help_scroll = self.help_scroll.saturating_sub(self.page as u16)
+                    }
+                    Control::Top => self.help_scroll = 0,
+                    Control::Bottom => {
+                        let lines = super::render::help_lines().len() as u16;
+                        self.help_scroll = lines.saturating_sub(self.page as u16);
                     }
                     _ => {}
                 }

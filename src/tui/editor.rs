@@ -182,7 +182,11 @@ fn save(app: &mut App) {
         .map_err(|e| e.to_string())
         .and_then(|text| std::fs::write(&path, text).map_err(|e| e.to_string()));
     app.status = match result {
-        Ok(()) => format!("saved {path}; use it with --policy {path}"),
+        Ok(()) => {
+            // Saved, the editor has done its work.
+            app.mode = Mode::Normal;
+            format!("saved {path}; use it with --policy {path}")
+        }
         Err(e) => format!("could not save {path}: {e}"),
     };
 }
