@@ -649,3 +649,26 @@ fn g_and_capital_g_move_in_the_help_and_saving_closes_the_editor() {
         app.status
     );
 }
+
+#[test]
+fn every_tool_of_the_session_can_be_made_never_evict_in_the_editor() {
+    let mut app = sample("tool-heavy.db");
+    let rows = ctxlens::tui::editor::rows(&app);
+    let at = rows
+        .iter()
+        .position(|r| r.key == "tool_results.tools.read_file.never_evict")
+        .expect("a row for read_file");
+    app.step(Control::Edit);
+    for _ in 0..at {
+        app.step(Control::Down);
+    }
+    app.step(Control::Type('+'));
+    assert!(
+        app.overrides()
+            .iter()
+            .any(|s| s == "tool_results.tools.read_file.never_evict=true"),
+        "{:?} {}",
+        app.overrides(),
+        app.status
+    );
+}

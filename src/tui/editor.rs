@@ -17,7 +17,8 @@ pub struct Row {
 }
 
 /// The keys of the policy in force at the selected call that its preset
-/// reads, in the file's order, then any per-tool keys the policy has.
+/// reads, in the file's order, then any per-tool keys the policy has, then
+/// `never_evict` for every other tool of the session.
 pub fn rows(app: &App) -> Vec<Row> {
     let Some(view) = &app.view else {
         return Vec::new();
@@ -57,6 +58,29 @@ pub fn rows(app: &App) -> Vec<Row> {
                     value,
                 });
             }
+        }
+    }
+    // Every tool of the session can be made never_evict from here.
+    if preset.reads("tool_results.tools") {
+        let mut tools: Vec<&str> = app
+            .session()
+            .events
+            .iter()
+            .filter_map(|e| e.tool_name.as_deref())
+            .collect();
+        tools.sort_unstable();
+        tools.dedup();
+        for tool in tools {
+            let key = format!("tool_results.tools.{tool}.never_evict");
+            if rows.iter().any(|r| r.key == key) {
+                continue;
+            }
+            rows.push(Row {
+                edited: edited(&key),
+                doc: format!("never evict {tool}'s results: kept whole, pinned after a summary"),
+                value: Value::Bool(false),
+                key,
+            });
         }
     }
     rows
