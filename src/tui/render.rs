@@ -131,12 +131,12 @@ pub fn disposition(app: &App, ix: usize) -> Disposition {
 
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
-    // The metrics strip needs room: on short terminals the panes come first.
+    // The metrics strip needs room: on short terminals it is its token row only.
     let why_height = u16::from(app.why.is_some());
     let strip_height = if frame.area().height >= 30 {
         3 + why_height
     } else {
-        why_height
+        1 + why_height
     };
     let [header, strip, middle, detail, footer] = Layout::vertical([
         Constraint::Length(3),
