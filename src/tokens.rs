@@ -216,9 +216,19 @@ fn saturate(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// Whether token counting may draw its progress bar: not under the
+/// inspector, which owns the screen (it says "counting tokens" itself).
+static PROGRESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// No progress bar from here on (the inspector calls this before it draws).
+pub fn hide_progress() {
+    PROGRESS.store(false, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// A progress bar on stderr when it is a terminal and the work is large; hidden otherwise.
 fn progress_bar(bytes: u64, encoding: Encoding) -> ProgressBar {
-    if bytes < PROGRESS_BYTES as u64 || encoding == Encoding::Chars4 {
+    let shown = PROGRESS.load(std::sync::atomic::Ordering::Relaxed);
+    if !shown || bytes < PROGRESS_BYTES as u64 || encoding == Encoding::Chars4 {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(bytes), ProgressDrawTarget::stderr());
