@@ -672,3 +672,16 @@ fn every_tool_of_the_session_can_be_made_never_evict_in_the_editor() {
         app.status
     );
 }
+
+#[test]
+fn a_message_longer_than_the_status_line_is_shown_whole_on_m() {
+    let mut app = sample("forgot-deploy-key.db");
+    app.status = format!("{} the end", "a long message ".repeat(12));
+    let screen = text(&draw(&mut app, 80, 24, COLOR));
+    assert!(screen.contains("(m: all of it)"), "{screen}");
+    app.step(Control::Message);
+    let screen = text(&draw(&mut app, 80, 24, COLOR));
+    assert!(screen.contains("the end"), "{screen}");
+    app.step(Control::Back);
+    assert!(matches!(app.mode, ctxlens::tui::app::Mode::Normal));
+}

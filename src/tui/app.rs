@@ -41,6 +41,7 @@ pub enum Control {
     Pager,
     EditFile,
     Filter,
+    Message,
     Why,
     Help,
     Back,
@@ -91,6 +92,8 @@ pub enum Mode {
         scroll: u16,
         fix: usize,
     },
+    /// The last message, whole, from this line.
+    Message(u16),
 }
 
 /// One row of the history pane: an event, or the rule at a split point.
@@ -815,6 +818,15 @@ impl App {
                 return;
             }
             Mode::Why { scroll, fix } => return self.why_panel(control, scroll, fix),
+            Mode::Message(scroll) => {
+                self.mode = match control {
+                    Control::Down | Control::PageDown => Mode::Message(scroll.saturating_add(1)),
+                    Control::Up | Control::PageUp => Mode::Message(scroll.saturating_sub(1)),
+                    Control::Back | Control::Message | Control::Quit => Mode::Normal,
+                    _ => Mode::Message(scroll),
+                };
+                return;
+            }
             Mode::PolicyInput(key, text) => return super::editor::input(self, control, key, text),
             Mode::Help => {
                 match control {
@@ -885,6 +897,7 @@ impl App {
                 None => self.status = "nothing selected to read".to_string(),
             },
             Control::EditFile => self.edit_policy_file(),
+            Control::Message => self.mode = Mode::Message(0),
             Control::Filter => {
                 self.mode = Mode::Filter(self.filter.clone().unwrap_or_default());
             }

@@ -168,6 +168,12 @@ pub const KEYMAP: &[Binding] = &[
         "filter the history: kind:tool_result tool:Bash status:stubbed (& Enter clears)",
     ),
     bind(
+        &[KeyCode::Char('m')],
+        "m",
+        Control::Message,
+        "the last message, whole, when the status line cannot hold it",
+    ),
+    bind(
         &[KeyCode::Char('o')],
         "o",
         Control::Pager,

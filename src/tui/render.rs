@@ -170,6 +170,7 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
         Mode::Compare(top) => draw_compare(frame, app, *top, theme),
         Mode::Differences(top) => draw_differences(frame, app, *top, theme),
         Mode::Why { scroll, fix } => draw_why_panel(frame, app, *scroll, *fix, theme),
+        Mode::Message(scroll) => draw_message(frame, app, *scroll, theme),
         Mode::PolicyInput(key, text) => {
             let sel = super::editor::rows(app)
                 .iter()
@@ -1048,7 +1049,15 @@ fn draw_footer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             let keys = " h help · , . call · [ ] turn · Tab pane · Enter detail · / ? search · n N match · : jump · q quit";
             let mut spans = Vec::new();
             if !app.status.is_empty() {
-                spans.push(Span::raw(format!(" {} ·", app.status)));
+                // A message longer than the line is not cut: m shows it whole.
+                let room = (area.width as usize).saturating_sub(4);
+                let status = display::escape_line(&app.status);
+                if display::width(&status) > room {
+                    let cut = display::truncate_row(&status, room.saturating_sub(16));
+                    spans.push(Span::raw(format!(" {cut} (m: all of it) ·")));
+                } else {
+                    spans.push(Span::raw(format!(" {status} ·")));
+                }
             }
             spans.push(Span::styled(keys, theme.fg(Color::DarkGray)));
             Line::from(spans)
@@ -1247,6 +1256,24 @@ pub fn why_lines(trace: &crate::analysis::why::Trace, fix: usize) -> Vec<Line<'s
         )));
     }
     lines
+}
+
+/// The last message, whole: wrapped and scrolled.
+fn draw_message(frame: &mut Frame, app: &App, scroll: u16, theme: Theme) {
+    let area = centered(frame, 100, frame.area().height.saturating_sub(6).min(20));
+    frame.render_widget(Clear, area);
+    let block = pane_block(" message · j/k scroll · Esc close ".into(), true, theme);
+    let lines: Vec<Line> = display::escape(&app.status)
+        .lines()
+        .map(|l| Line::from(l.to_string()))
+        .collect();
+    frame.render_widget(
+        paragraph(lines)
+            .block(block)
+            .wrap(Wrap { trim: false })
+            .scroll((scroll, 0)),
+        area,
+    );
 }
 
 /// The why panel: everything `why` says, wrapped and scrolled, never cut.
