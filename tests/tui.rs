@@ -208,6 +208,26 @@ fn mouse_clicks_select_the_row_under_them() {
     assert_eq!(app.session().events[app.selected_event().unwrap()].seq, 6);
 }
 
+#[test]
+fn clicking_the_metrics_strip_selects_the_call_of_that_column() {
+    let mut app = sample("forgot-deploy-key.db");
+    // Wide enough for a column per call: the 30th column is call 30.
+    let buffer = draw(&mut app, 140, 40, COLOR);
+    let (x, y) = find(&buffer, " tokens  ");
+    app.step(Control::ClickAt(x + 9 + 29, y));
+    assert_eq!(app.current_call().unwrap().id, 30);
+    assert!(text(&draw(&mut app, 140, 40, COLOR)).contains("call 30 (30/76)"));
+    // At 80 columns a column holds several calls: a click takes the first of them.
+    let buffer = draw(&mut app, 80, 40, COLOR);
+    let (x, y) = find(&buffer, " tokens  ");
+    let per = 76usize.div_ceil(80 - 44);
+    app.step(Control::ClickAt(x + 9 + 10, y + 1));
+    assert_eq!(app.current_call().unwrap().id as usize, 10 * per + 1);
+    // Past the last column: nothing changes.
+    app.step(Control::ClickAt(x + 79, y));
+    assert_eq!(app.current_call().unwrap().id as usize, 10 * per + 1);
+}
+
 fn edit(app: &mut App, key: &str, up: bool) {
     app.step(Control::Edit);
     let at = ctxlens::tui::editor::rows(app)
@@ -612,10 +632,49 @@ fn ctrl_w_and_ctrl_u_edit_a_prompt_as_a_shell_does() {
         Some(Control::EraseLine)
     );
     let mut line = "tool:Bash status:stu".to_string();
-    ctxlens::tui::app::edit_line(&mut line, Control::EraseWord);
+    let mut back = 0;
+    ctxlens::tui::app::edit_line(&mut line, &mut back, Control::EraseWord);
     assert_eq!(line, "tool:Bash ");
-    ctxlens::tui::app::edit_line(&mut line, Control::EraseLine);
+    ctxlens::tui::app::edit_line(&mut line, &mut back, Control::EraseLine);
     assert_eq!(line, "");
+}
+
+#[test]
+fn home_end_and_the_arrows_move_the_prompt_cursor_and_edits_happen_there() {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let key = |code| ctxlens::tui::keymap::control_for(KeyEvent::from(code), true).unwrap();
+    let ctrl = |c| {
+        let event = KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL);
+        ctxlens::tui::keymap::control_for(event, true).unwrap()
+    };
+    let mut app = sample("forgot-deploy-key.db");
+    app.step(Control::Search);
+    for c in "deploy kéy".chars() {
+        app.step(Control::Type(c));
+    }
+    app.step(key(KeyCode::Home));
+    app.step(Control::Type('^'));
+    app.step(ctrl('e'));
+    app.step(Control::Type('$'));
+    assert!(text(&draw(&mut app, 100, 30, COLOR)).contains("/^deploy kéy$▏"));
+    // Two left, past "y$": Backspace takes the "é" (a character, not a byte), Delete the "y".
+    app.step(key(KeyCode::Left));
+    app.step(key(KeyCode::Left));
+    app.step(Control::Erase);
+    app.step(key(KeyCode::Delete));
+    assert!(text(&draw(&mut app, 100, 30, COLOR)).contains("/^deploy k▏$"));
+    // Ctrl-W takes the word before the cursor, Ctrl-U all before it; what follows stays.
+    app.step(ctrl('w'));
+    assert!(text(&draw(&mut app, 100, 30, COLOR)).contains("/^deploy ▏$"));
+    app.step(ctrl('a'));
+    app.step(key(KeyCode::Right));
+    app.step(ctrl('u'));
+    assert!(text(&draw(&mut app, 100, 30, COLOR)).contains("/▏deploy $"));
+    // The next prompt opens with its cursor at the end.
+    app.step(Control::Back);
+    app.step(Control::Jump);
+    app.step(Control::Type('4'));
+    assert!(text(&draw(&mut app, 100, 30, COLOR)).contains("jump to: 4▏"));
 }
 
 #[test]

@@ -49,9 +49,16 @@ pub enum Control {
     /// A character typed into a prompt.
     Type(char),
     Erase,
-    /// Ctrl-W: the word before the end; Ctrl-U: the whole line.
+    /// Delete: the character under the cursor.
+    Delete,
+    /// Ctrl-W: the word before the cursor; Ctrl-U: all before it.
     EraseWord,
     EraseLine,
+    /// The cursor in a prompt: Left, Right, Home (Ctrl-A), End (Ctrl-E).
+    CursorLeft,
+    CursorRight,
+    Home,
+    End,
     Confirm,
     /// Mouse: scroll in the pane under (column, row).
     ScrollAt(u16, u16, bool),
@@ -96,6 +103,20 @@ pub enum Mode {
     Message(u16),
 }
 
+impl Mode {
+    /// Whether a line is being typed.
+    pub fn is_prompt(&self) -> bool {
+        matches!(
+            self,
+            Mode::Filter(_)
+                | Mode::Search(_)
+                | Mode::SearchBack(_)
+                | Mode::Jump(_)
+                | Mode::PolicyInput(..)
+        )
+    }
+}
+
 /// One row of the history pane: an event, or the rule at a split point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HistoryRow {
@@ -103,24 +124,66 @@ pub enum HistoryRow {
     Split,
 }
 
-/// A prompt's line edited as a shell's is: a character typed, the last one
-/// erased, the last word (Ctrl-W) or the whole line (Ctrl-U).
-pub fn edit_line(text: &mut String, control: Control) {
+/// A prompt's line edited as a shell's is, at the cursor (`back`: how many
+/// characters before the end it stands): a character typed, the one before
+/// the cursor erased (Delete: the one under it), the word before it (Ctrl-W)
+/// or all before it (Ctrl-U); Left/Right, Home/End (Ctrl-A/Ctrl-E) move it.
+pub fn edit_line(text: &mut String, back: &mut usize, control: Control) {
+    let chars = text.chars().count();
+    *back = (*back).min(chars);
+    let at = |n: usize| text.char_indices().nth(n).map_or(text.len(), |(i, _)| i);
+    let cursor = at(chars - *back);
     match control {
-        Control::Type(c) => text.push(c),
-        Control::Erase => {
-            text.pop();
+        Control::Type(c) => text.insert(cursor, c),
+        Control::Erase if cursor > 0 => {
+            let before = at(chars - *back - 1);
+            text.replace_range(before..cursor, "");
+        }
+        Control::Delete if *back > 0 => {
+            let after = at(chars - *back + 1);
+            text.replace_range(cursor..after, "");
+            *back -= 1;
         }
         Control::EraseWord => {
-            let kept = text
+            let start = text[..cursor]
                 .trim_end()
                 .rfind(char::is_whitespace)
-                .map_or(0, |at| at + 1);
-            text.truncate(kept);
+                .map_or(0, |i| i + 1);
+            text.replace_range(start..cursor, "");
         }
-        Control::EraseLine => text.clear(),
+        Control::EraseLine => text.replace_range(..cursor, ""),
+        Control::CursorLeft => *back = (*back + 1).min(chars),
+        Control::CursorRight => *back = back.saturating_sub(1),
+        Control::Home => *back = chars,
+        Control::End => *back = 0,
         _ => {}
     }
+}
+
+/// Whether `control` edits a prompt's line (see [`edit_line`]).
+pub fn edits_line(control: Control) -> bool {
+    matches!(
+        control,
+        Control::Type(_)
+            | Control::Erase
+            | Control::Delete
+            | Control::EraseWord
+            | Control::EraseLine
+            | Control::CursorLeft
+            | Control::CursorRight
+            | Control::Home
+            | Control::End
+    )
+}
+
+/// `text` with the cursor drawn `back` characters before its end.
+pub fn with_cursor(text: &str, back: usize) -> String {
+    let chars = text.chars().count();
+    let at = text
+        .char_indices()
+        .nth(chars - back.min(chars))
+        .map_or(text.len(), |(i, _)| i);
+    format!("{}▏{}", &text[..at], &text[at..])
 }
 
 /// The history's filter: kinds, tools and statuses (each any of its
@@ -255,6 +318,9 @@ pub struct Areas {
     pub history: ratatui::layout::Rect,
     pub context: ratatui::layout::Rect,
     pub detail: ratatui::layout::Rect,
+    /// The metrics strip and the why strip, with how many calls a column holds.
+    pub metrics: (ratatui::layout::Rect, usize),
+    pub why: (ratatui::layout::Rect, usize),
 }
 
 pub struct App {
@@ -287,6 +353,8 @@ pub struct App {
     /// back to it meanwhile).
     pub external: Option<External>,
     pub status: String,
+    /// Where the cursor of the prompt being typed stands: characters before its end.
+    pub prompt_back: usize,
     pub quit: bool,
     /// Follow the newest call as the log grows (lnav's follow mode).
     pub follow: bool,
@@ -345,6 +413,7 @@ impl App {
             external: None,
             filter: None,
             status: String::new(),
+            prompt_back: 0,
             quit: false,
             follow: false,
             activity: Vec::new(),
@@ -765,14 +834,18 @@ impl App {
 
     /// Applies one control.
     pub fn step(&mut self, control: Control) {
+        if !self.mode.is_prompt() {
+            // A prompt opens with its cursor at the end.
+            self.prompt_back = 0;
+        }
         match self.mode.clone() {
             Mode::Search(text) | Mode::SearchBack(text) | Mode::Jump(text) => {
                 return self.prompt(control, text);
             }
             Mode::Filter(mut text) => {
                 match control {
-                    Control::Type(_) | Control::Erase | Control::EraseWord | Control::EraseLine => {
-                        edit_line(&mut text, control)
+                    control if edits_line(control) => {
+                        edit_line(&mut text, &mut self.prompt_back, control)
                     }
                     Control::Back => {
                         self.mode = Mode::Normal;
@@ -985,11 +1058,17 @@ impl App {
                 }
             }
             Control::ClickAt(col, row) => self.click(col, row),
-            Control::Type(_)
+            // Line editing means nothing outside a prompt.
+            Control::Confirm
+            | Control::Type(_)
             | Control::Erase
+            | Control::Delete
             | Control::EraseWord
             | Control::EraseLine
-            | Control::Confirm => {}
+            | Control::CursorLeft
+            | Control::CursorRight
+            | Control::Home
+            | Control::End => {}
         }
     }
 
@@ -1175,9 +1254,7 @@ impl App {
         let searching = matches!(self.mode, Mode::Search(_) | Mode::SearchBack(_));
         let backward = matches!(self.mode, Mode::SearchBack(_));
         match control {
-            Control::Type(_) | Control::Erase | Control::EraseWord | Control::EraseLine => {
-                edit_line(&mut text, control)
-            }
+            control if edits_line(control) => edit_line(&mut text, &mut self.prompt_back, control),
             Control::Back | Control::Quit => {
                 self.mode = Mode::Normal;
                 return;
@@ -1298,6 +1375,19 @@ impl App {
         }
     }
 
+    /// The call of the strip's column under (column, row): both strips have
+    /// one column per call, or per bucket of calls, after their label.
+    fn strip_call_at(&self, col: u16, row: u16) -> Option<usize> {
+        [self.areas.metrics, self.areas.why]
+            .into_iter()
+            .find_map(|(area, per)| {
+                let inside = row >= area.y && row < area.y + area.height;
+                let column = col.checked_sub(area.x + super::render::STRIP_LABEL)?;
+                (inside && per > 0).then_some(column as usize * per)
+            })
+            .filter(|&index| index < self.calls.len())
+    }
+
     fn pane_at(&self, col: u16, row: u16) -> Option<Pane> {
         let inside = |r: ratatui::layout::Rect| {
             col >= r.x && col < r.x + r.width && row >= r.y && row < r.y + r.height
@@ -1313,6 +1403,11 @@ impl App {
     }
 
     fn click(&mut self, col: u16, row: u16) {
+        if let Some(index) = self.strip_call_at(col, row) {
+            self.follow = false;
+            self.select_call(index);
+            return;
+        }
         let Some(pane) = self.pane_at(col, row) else {
             return;
         };

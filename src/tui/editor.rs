@@ -175,8 +175,8 @@ pub fn step(app: &mut App, control: Control, sel: usize) {
 /// Typing a value for `key`.
 pub fn input(app: &mut App, control: Control, key: String, mut text: String) {
     match control {
-        Control::Type(_) | Control::Erase | Control::EraseWord | Control::EraseLine => {
-            super::app::edit_line(&mut text, control)
+        control if super::app::edits_line(control) => {
+            super::app::edit_line(&mut text, &mut app.prompt_back, control)
         }
         Control::Back => {
             app.mode = editor_at(app, &key);

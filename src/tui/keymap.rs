@@ -222,6 +222,8 @@ pub fn control_for(key: KeyEvent, typing: bool) -> Option<Control> {
             return match key.code {
                 KeyCode::Char('w') => Some(Control::EraseWord),
                 KeyCode::Char('u') => Some(Control::EraseLine),
+                KeyCode::Char('a') => Some(Control::Home),
+                KeyCode::Char('e') => Some(Control::End),
                 _ => None,
             };
         }
@@ -231,6 +233,11 @@ pub fn control_for(key: KeyEvent, typing: bool) -> Option<Control> {
             KeyCode::Enter => Some(Control::Confirm),
             KeyCode::Esc => Some(Control::Back),
             KeyCode::Backspace => Some(Control::Erase),
+            KeyCode::Delete => Some(Control::Delete),
+            KeyCode::Left => Some(Control::CursorLeft),
+            KeyCode::Right => Some(Control::CursorRight),
+            KeyCode::Home => Some(Control::Home),
+            KeyCode::End => Some(Control::End),
             KeyCode::Char(c) => Some(Control::Type(c)),
             _ => None,
         };

@@ -28,7 +28,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 use unicode_width::UnicodeWidthStr;
 
-use super::app::{App, HistoryRow, Mode, Pane};
+use super::app::{App, HistoryRow, Mode, Pane, with_cursor};
 use super::keymap::KEYMAP;
 use super::search::Matcher;
 use crate::analysis::activity::State;
@@ -156,6 +156,16 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
     draw_header(frame, app, header, theme);
     let [why_strip, metrics] =
         Layout::vertical([Constraint::Length(why_height), Constraint::Fill(1)]).areas(strip);
+    app.areas.why = (
+        why_strip,
+        app.why
+            .as_ref()
+            .map_or(0, |(_, t)| per_column(t.timeline.len(), why_strip.width, 1)),
+    );
+    app.areas.metrics = (
+        metrics,
+        per_column(app.metrics.len(), metrics.width, METRICS_INFO),
+    );
     draw_why(frame, app, why_strip, theme);
     draw_metrics(frame, app, metrics, theme);
     level_panes(app, history.height.saturating_sub(2) as usize);
@@ -406,8 +416,7 @@ fn draw_why(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         " why     ",
         Style::default().add_modifier(Modifier::BOLD),
     )];
-    let width = (area.width as usize).saturating_sub(10);
-    let per = trace.timeline.len().div_ceil(width.max(1)).max(1);
+    let per = per_column(trace.timeline.len(), area.width, 1);
     let selected = app.current_call().map(|c| c.id);
     for bucket in trace.timeline.chunks(per) {
         // The worst state of the bucket, so a loss is never hidden.
@@ -433,6 +442,19 @@ fn draw_why(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     frame.render_widget(paragraph(vec![Line::from(spans)]), area);
 }
 
+/// The width of the strips' labels (" tokens  ", " why     ").
+pub const STRIP_LABEL: u16 = 9;
+
+/// The width the metrics strip keeps after its columns for the call's figures.
+const METRICS_INFO: u16 = 35;
+
+/// How many calls a strip's column holds: one, or a bucket of them when the
+/// calls outnumber the columns `width` has after the label and `info`.
+fn per_column(calls: usize, width: u16, info: u16) -> usize {
+    let columns = width.saturating_sub(STRIP_LABEL + info).max(1) as usize;
+    calls.div_ceil(columns).max(1)
+}
+
 /// One column per call (or per bucket of calls on a narrow screen): tokens
 /// against the target, where the provider's cache broke, and the summary version.
 fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
@@ -440,12 +462,7 @@ fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         return;
     }
     let points = &app.metrics;
-    let label = 9usize;
-    let info = 34usize;
-    let columns = (area.width as usize)
-        .saturating_sub(label + info + 1)
-        .max(1);
-    let per = points.len().div_ceil(columns).max(1);
+    let per = per_column(points.len(), area.width, METRICS_INFO);
     let selected = app.call / per;
     const BARS: [&str; 8] = ["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"];
     let mut rows: [Vec<Span>; 3] = [
@@ -1036,13 +1053,20 @@ fn draw_detail(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
 fn draw_footer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let line = match &app.mode {
         Mode::Search(text) => Line::from(format!(
-            "/{text}▏  (a regex; Enter searches forward, Esc cancels)"
+            "/{}  (a regex; Enter searches forward, Esc cancels)",
+            with_cursor(text, app.prompt_back)
         )),
         Mode::SearchBack(text) => Line::from(format!(
-            "?{text}▏  (a regex; Enter searches backward, Esc cancels)"
+            "?{}  (a regex; Enter searches backward, Esc cancels)",
+            with_cursor(text, app.prompt_back)
         )),
         Mode::Jump(text) => Line::from(format!(
-            "jump to: {text}▏  (a call id like 42, or a seq like s120)"
+            "jump to: {}  (a call id like 42, or a seq like s120)",
+            with_cursor(text, app.prompt_back)
+        )),
+        Mode::Filter(text) => Line::from(format!(
+            "&{}  (kind: tool: status:, a value or several; Enter filters, empty clears)",
+            with_cursor(text, app.prompt_back)
         )),
         _ => {
             // What just happened comes first, so a narrow screen cuts the key hints.
@@ -1072,7 +1096,12 @@ pub fn help_lines() -> Vec<Line<'static>> {
     for b in KEYMAP {
         lines.push(Line::from(format!("  {:<7} {}", b.label, b.help)));
     }
-    lines.push(Line::from("  mouse   scroll a pane, click to select a row"));
+    lines.push(Line::from(
+        "  mouse   scroll a pane, click to select a row; click a strip to go to its call",
+    ));
+    lines.push(Line::from(
+        "  prompts Backspace/Delete, Ctrl-W a word, Ctrl-U to the start, ←/→, Home/End (Ctrl-A/E)",
+    ));
     lines.push(Line::from(""));
     lines.push(Line::from("dispositions at the selected call").add_modifier(Modifier::BOLD));
     for d in Disposition::ALL {
@@ -1152,7 +1181,11 @@ fn draw_editor(frame: &mut Frame, app: &App, sel: usize, typing: Option<&String>
     let height = area.height.saturating_sub(3) as usize;
     let top = sel.saturating_sub(height.saturating_sub(1));
     let mut lines = vec![Line::from(match typing {
-        Some(text) => format!(" {} = {text}▏  (Enter to apply, Esc to cancel)", rows.get(sel).map_or("", |r| r.key.as_str())),
+        Some(text) => format!(
+            " {} = {}  (Enter to apply, Esc to cancel)",
+            rows.get(sel).map_or("", |r| r.key.as_str()),
+            with_cursor(text, app.prompt_back)
+        ),
         None => " j/k key · +/- change · Enter type · u undo · r reset to recorded · w save · Esc close".to_string(),
     })
     .add_modifier(Modifier::DIM)];
