@@ -35,6 +35,7 @@ enum Command {
     /// waits for (in flight), each session that has not ended (live or silent), then a count.
     /// Exit status: 0 clean, 1 problems found, 2 unreadable.
     Check {
+        /// The log (a ctxlens SQLite log, or a transcript of a format `import` reads).
         log: PathBuf,
         /// Print {"ok":..,"problems":[..],"in_flight":[..],"sessions":[..]} instead of lines.
         #[arg(long)]
@@ -45,6 +46,7 @@ enum Command {
     /// Projects with the call's recorded policy unless --policy or --set say otherwise;
     /// the summary in use carries over from the session's earlier calls, as in replay.
     Project {
+        /// The log (a ctxlens SQLite log, or a transcript of a format `import` reads).
         log: PathBuf,
         /// The model call's id.
         #[arg(long = "call", value_name = "N")]
@@ -74,12 +76,14 @@ enum Command {
     /// call's tokens, the prefix a provider cache could reuse from the call before, and the
     /// estimate against the provider's reported input tokens. Exit status 1 when any call diverges.
     Replay {
+        /// The log (a ctxlens SQLite log, or a transcript of a format `import` reads).
         log: PathBuf,
         #[command(flatten)]
         policy: PolicyArgs,
         /// Replay one session only.
         #[arg(long)]
         session: Option<String>,
+        /// Print JSON (docs/contract.md §5) instead of lines.
         #[arg(long)]
         json: bool,
     },
@@ -90,6 +94,7 @@ enum Command {
     /// that keeps it to the last call. Exit status 0 when the fact is present at the last
     /// call, 1 when it is lost.
     Why {
+        /// The log (a ctxlens SQLite log, or a transcript of a format `import` reads).
         log: PathBuf,
         /// The fact as text (case aside); given several times, all must be there. Common
         /// words name the fact the first event holding them states, traced by its content.
@@ -104,8 +109,10 @@ enum Command {
         seq: Vec<i64>,
         #[command(flatten)]
         policy: PolicyArgs,
+        /// The session (its id, or a unique prefix of it); every session when not given.
         #[arg(long)]
         session: Option<String>,
+        /// Print JSON (docs/contract.md §5) instead of lines.
         #[arg(long)]
         json: bool,
         /// Trace the fact through the calls' audit records, what the host sent, instead
@@ -122,21 +129,25 @@ enum Command {
     /// log: it adds each summary as a new version, dated at the first call that needed it.
     /// A failing or silent command is an error naming the span, and nothing is written.
     Summarize {
+        /// The log (a ctxlens SQLite log, or a transcript of a format `import` reads).
         log: PathBuf,
         /// The summarizer: a local model, `llm`, curl to an API...
         #[arg(long = "with", value_name = "COMMAND")]
         with: String,
         #[command(flatten)]
         policy: PolicyArgs,
+        /// The session (its id, or a unique prefix of it); every session when not given.
         #[arg(long)]
         session: Option<String>,
     },
     /// Count the log's tokens per session and kind, beside what the provider reported.
     Stats {
+        /// The log (a ctxlens SQLite log, or a transcript of a format `import` reads).
         log: PathBuf,
         /// The tokenizer for the estimate.
         #[arg(long, default_value = "o200k_base")]
         encoding: Encoding,
+        /// Print JSON (docs/contract.md §5) instead of lines.
         #[arg(long)]
         json: bool,
     },
@@ -150,7 +161,9 @@ enum Command {
     /// reported with their file and line and skipped. `ctxlens SRC` detects the format, imports
     /// into the user's cache directory and opens the inspector.
     Import {
+        /// The transcript's format (above).
         format: ctxlens::import::Format,
+        /// The transcript: a file, or a folder where the format keeps one.
         src: PathBuf,
         /// The log to write (replaced if it exists).
         #[arg(short = 'o', long = "output", value_name = "LOG")]
@@ -171,8 +184,10 @@ enum Command {
         /// Where to listen (127.0.0.1:0 picks a free port).
         #[arg(long, default_value = "127.0.0.1:8788", value_name = "ADDR")]
         listen: String,
+        /// Where OpenAI-format requests (chat completions, responses) are forwarded.
         #[arg(long, default_value = "https://api.openai.com", value_name = "URL")]
         openai_upstream: String,
+        /// Where Anthropic-format requests (messages) are forwarded.
         #[arg(long, default_value = "https://api.anthropic.com", value_name = "URL")]
         anthropic_upstream: String,
         /// Record every request into the session of this name.
@@ -190,6 +205,7 @@ enum Command {
     },
     /// Print a shell's completion script for ctxlens, to source or install.
     Completions {
+        /// The shell to complete for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
@@ -200,6 +216,7 @@ enum Command {
     /// With --preset, only the keys that preset reads, under `preset = "NAME"`: a file
     /// `--policy` takes unchanged, to edit.
     Policy {
+        /// Only this preset's keys, with its defaults.
         #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(ctxlens::policy::Preset::NAMES))]
         preset: Option<String>,
     },
@@ -209,6 +226,7 @@ enum Command {
     /// replacing files of those names. With --live, writes DIR/live.db instead, one event
     /// at a time, so `ctxlens DIR/live.db --follow` can watch it grow.
     Sample {
+        /// The folder to write into (made if missing).
         dir: PathBuf,
         /// Write DIR/live.db slowly, as a running agent would.
         #[arg(long)]
@@ -453,4 +471,29 @@ fn quiet_panics() {
 /// `ctxlens SRC` imports before opening (a broken log still gets its own error).
 fn looks_importable(path: &std::path::Path) -> bool {
     ctxlens::import::detect(path).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every argument of every command, positional or not, says what it is
+    /// in `--help`.
+    #[test]
+    fn every_argument_has_a_description() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Args::command(), "ctxlens", &mut missing);
+        assert!(missing.is_empty(), "without a description: {missing:?}");
+    }
 }
