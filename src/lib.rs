@@ -6,6 +6,7 @@
 
 pub mod analysis;
 pub mod cli;
+pub mod config;
 pub mod display;
 pub mod engine;
 pub mod export;

@@ -203,6 +203,17 @@ enum Command {
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
+    /// The configuration file: with --print, a commented one to start from.
+    ///
+    /// ctxlens reads ~/.config/ctxlens/config.toml ($XDG_CONFIG_HOME/ctxlens/config.toml when
+    /// XDG_CONFIG_HOME is set; CTXLENS_CONFIG names another file) at start-up: the inspector's
+    /// keys and colours, a default policy file and price overrides. Without --print, says
+    /// where it is and whether it reads.
+    Config {
+        /// Print every key, commented, with its default.
+        #[arg(long)]
+        print: bool,
+    },
     /// Print a shell's completion script for ctxlens, to source or install.
     Completions {
         /// The shell to complete for.
@@ -287,6 +298,13 @@ fn main() -> ExitCode {
     }
     quiet_panics();
     let args = Args::parse();
+    // The configuration is read at start-up: a broken one stops every command
+    // but the one that helps mend it.
+    if !matches!(args.command, Some(Command::Config { .. }))
+        && let Err(e) = ctxlens::config::get()
+    {
+        return cli::exit(Err(e));
+    }
     let result = match (args.command, args.log) {
         (Some(Command::Check { log, json }), _) => cli::check::run(&log, json),
         (
@@ -330,6 +348,7 @@ fn main() -> ExitCode {
                 Err(e) => Err(e),
             }
         }
+        (Some(Command::Config { print }), _) => cli::config(print),
         (Some(Command::Completions { shell }), _) => {
             use clap::CommandFactory;
             let mut command = Args::command();
@@ -420,7 +439,12 @@ fn main() -> ExitCode {
             log.display(),
             near_command(&log).unwrap_or_default()
         )),
-        (None, Some(log)) => ctxlens::tui::run(&log, args.follow, args.policy.as_deref()),
+        (None, Some(log)) => {
+            let configured = ctxlens::config::get()
+                .ok()
+                .and_then(|c| c.policy.file.as_deref());
+            ctxlens::tui::run(&log, args.follow, args.policy.as_deref().or(configured))
+        }
         (
             Some(Command::Import {
                 format,

@@ -4,6 +4,7 @@
 pub mod activity;
 pub mod calibrate;
 pub mod check;
+pub mod cost;
 pub mod replay;
 pub mod summarize;
 pub mod why;

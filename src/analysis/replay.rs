@@ -131,7 +131,7 @@ pub fn replay(
     }
 }
 
-fn replay_session(
+pub fn replay_session(
     session: &SessionLog,
     choice: &PolicyChoice,
     cache: &mut ProjectionCache,

@@ -73,7 +73,9 @@ pub fn policy_choice(
     file: Option<&Path>,
     sets: &[String],
 ) -> anyhow::Result<crate::analysis::PolicyChoice> {
-    let file = match file {
+    // Without --policy, the configuration's default policy file, if it names one.
+    let configured = crate::config::get()?.policy.file.as_deref();
+    let file = match file.or(configured) {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| {
                 anyhow::anyhow!("{}: cannot read the policy file: {e}", path.display())
@@ -120,4 +122,27 @@ pub fn thousands(n: impl Into<i128>) -> String {
         out.push(c);
     }
     format!("{sign}{out}")
+}
+
+/// `ctxlens config`: with `print`, a commented configuration to start from;
+/// else where the file is and whether it reads.
+pub fn config(print: bool) -> anyhow::Result<Outcome> {
+    if print {
+        crate::say!("{}", crate::config::example().trim_end());
+        return Ok(Outcome::Done);
+    }
+    let Some(path) = crate::config::path() else {
+        crate::say!("no configuration: neither HOME nor XDG_CONFIG_HOME is set");
+        return Ok(Outcome::Done);
+    };
+    if !path.exists() {
+        crate::say!(
+            "{}: not there; ctxlens runs with its defaults (`ctxlens config --print` writes one to start from)",
+            path.display()
+        );
+        return Ok(Outcome::Done);
+    }
+    crate::config::read(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    crate::say!("{}: reads", path.display());
+    Ok(Outcome::Done)
 }

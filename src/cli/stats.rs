@@ -7,12 +7,14 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{Outcome, print_json, thousands};
-use crate::analysis::ProjectionCache;
 use crate::analysis::activity::Activity;
 use crate::analysis::calibrate::{self, Calibration, Cause};
 use crate::analysis::check::{InFlight, check_log};
+use crate::analysis::cost::{self, CallCost, Prices, SessionCost, dollars};
+use crate::analysis::replay::replay_session;
+use crate::analysis::{PolicyChoice, ProjectionCache};
 use crate::display::escape_line;
-use crate::model::{Kind, SessionLog};
+use crate::model::{Kind, ModelCall, SessionLog};
 use crate::say;
 use crate::tokens::{Encoding, TokenCache};
 
@@ -45,6 +47,15 @@ struct SessionStats {
     /// reason when they cannot be calibrated.
     calibration: Option<Calibration>,
     calibration_reason: Option<String>,
+    /// In dollars, each call and the session (docs/contract.md §7).
+    cost: Option<Cost>,
+}
+
+#[derive(Serialize)]
+struct Cost {
+    #[serde(flatten)]
+    session: SessionCost,
+    calls: Vec<CallCost>,
 }
 
 #[derive(Serialize)]
@@ -78,6 +89,7 @@ pub fn run(path: &Path, encoding: Encoding, as_json: bool) -> anyhow::Result<Out
     let in_flight = check_log(&log, &activity).in_flight;
     let mut cache = TokenCache::new();
     let mut projections = ProjectionCache::default();
+    let prices = crate::config::prices()?;
     let sessions: Vec<SessionStats> = log
         .sessions
         .iter()
@@ -94,6 +106,7 @@ pub fn run(path: &Path, encoding: Encoding, as_json: bool) -> anyhow::Result<Out
                 in_flight: waiting.collect(),
                 calibration,
                 calibration_reason,
+                cost: Some(session_cost(s, &prices, &mut projections)),
                 ..session_stats(s, encoding, &mut cache)
             }
         })
@@ -109,6 +122,24 @@ pub fn run(path: &Path, encoding: Encoding, as_json: bool) -> anyhow::Result<Out
         print_text(&stats);
     }
     Ok(Outcome::Done)
+}
+
+/// Each call's cost and the session's, under the calls' recorded policies.
+fn session_cost(s: &SessionLog, prices: &Prices, projections: &mut ProjectionCache) -> Cost {
+    let choice = PolicyChoice::default();
+    let mut replays = Vec::new();
+    replay_session(s, &choice, projections, &mut replays);
+    let policy = |c: &ModelCall| choice.for_call(c).ok();
+    let encoding = s
+        .calls
+        .first()
+        .and_then(policy)
+        .map_or(Encoding::default(), |p| p.budget.encoding);
+    let counts = projections.counts(s, encoding);
+    let (calls, session) = cost::session(s, &replays, &counts, prices, |c| {
+        policy(c).map(|p| p.cost).unwrap_or_default()
+    });
+    Cost { session, calls }
 }
 
 fn session_stats(s: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> SessionStats {
@@ -166,6 +197,7 @@ fn session_stats(s: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> 
         in_flight: Vec::new(),
         calibration: None,
         calibration_reason: None,
+        cost: None,
         estimate: Estimate {
             events: total,
             by_kind,
@@ -239,6 +271,82 @@ fn print_text(stats: &Stats) {
             );
         }
         print_calibration(s);
+        if let Some(cost) = &s.cost {
+            print_cost(cost);
+        }
+    }
+}
+
+fn print_cost(cost: &Cost) {
+    let c = &cost.session;
+    let calls = |n: usize| format!("{n} call{}", if n == 1 { "" } else { "s" });
+    let mut from = Vec::new();
+    if c.billed_calls > 0 {
+        from.push(format!("{} billed as reported", calls(c.billed_calls)));
+    }
+    if c.estimated_calls > 0 {
+        from.push(format!(
+            "{} estimated from the projection",
+            calls(c.estimated_calls)
+        ));
+    }
+    if c.unpriced_calls > 0 {
+        from.push(format!(
+            "{} without a price ({}; add it under [cost])",
+            c.unpriced_calls,
+            c.unpriced_models
+                .iter()
+                .map(|m| escape_line(m))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if from.is_empty() {
+        say!("  cost: no model calls to price");
+        return;
+    }
+    let priced = c.billed_calls + c.estimated_calls > 0;
+    say!(
+        "  cost: {} ({}; prices of {})",
+        if priced {
+            dollars(c.usd)
+        } else {
+            "unknown".into()
+        },
+        from.join(", "),
+        c.prices_as_of
+    );
+    if let Some(top) = cost
+        .calls
+        .iter()
+        .filter(|call| call.usd.is_some())
+        .max_by(|a, b| {
+            a.usd
+                .partial_cmp(&b.usd)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+    {
+        say!(
+            "    the costliest call: {} at {}",
+            top.call,
+            dollars(top.usd.unwrap_or(0.0))
+        );
+    }
+    let k = &c.compaction;
+    if k.calls > 0 || k.kept_out_usd > 0.0 {
+        say!(
+            "  compaction: kept {} of history out of the calls (priced as cache reads); cost {} in cache written again at {} and {} in summarizing: {} {}",
+            dollars(k.kept_out_usd),
+            dollars(k.rewrite_usd),
+            calls(k.calls),
+            dollars(k.summarizer_usd),
+            if k.net_saved_usd >= 0.0 {
+                "saved"
+            } else {
+                "lost"
+            },
+            dollars(k.net_saved_usd.abs())
+        );
     }
 }
 

@@ -27,6 +27,7 @@ pub struct Policy {
     pub summary: SummaryPolicy,
     pub trigger: Trigger,
     pub pin: Pin,
+    pub cost: CostPolicy,
     #[serde(rename = "preserve-user")]
     pub preserve_user: PreserveUser,
     #[serde(rename = "token-fraction")]
@@ -91,6 +92,8 @@ impl Preset {
         let design = crate::engine::presets::of(self);
         table.is_empty()
             || table == "budget"
+            || table == "cost"
+            || (table == "pin" && self != Preset::Recorded)
             || table == self.name()
             || design.reads.contains(&table)
     }
@@ -211,6 +214,17 @@ pub struct SummaryPolicy {
     pub summarize_to: f64,
     pub pretrim_window: u64,
     pub pretrim_tool_lines: u64,
+}
+
+/// How calls are priced (`[cost]`): a model to price them as, and rates
+/// (dollars per million tokens) replacing the price table's where not 0.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CostPolicy {
+    pub model: String,
+    pub input: f64,
+    pub cached_input: f64,
+    pub cache_write: f64,
+    pub output: f64,
 }
 
 /// What every preset keeps verbatim: events holding one of `text`, and the

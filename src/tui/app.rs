@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::analysis::cost::{self, CallCost, Prices, SessionCost};
 use crate::analysis::replay::{CallReplay, compare, record_messages, replay};
 use crate::analysis::why::{Fact, Trace, trace};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
@@ -370,6 +371,10 @@ pub struct App {
     pub why: Option<(Fact, Trace)>,
     /// Every call of the session replayed: tokens, cache reuse, summary versions.
     pub metrics: Vec<CallReplay>,
+    /// What the metrics' calls cost, each and together.
+    pub cost: Option<(Vec<CallCost>, SessionCost)>,
+    /// The price table, with the configuration's rates.
+    prices: Prices,
     /// The same under each call's recorded policy, for comparing with an edit.
     pub recorded_metrics: Vec<CallReplay>,
     worker: Option<std::sync::mpsc::Sender<MetricsJob>>,
@@ -423,6 +428,8 @@ impl App {
             show_record: false,
             why: None,
             metrics: Vec::new(),
+            cost: None,
+            prices: crate::config::prices().unwrap_or_else(|_| Prices::shipped()),
             recorded_metrics: Vec::new(),
             worker: None,
             generation: 0,
@@ -544,6 +551,26 @@ impl App {
             }
         }
         self.metrics = replay(&log, Some(&session), &self.choice, &mut self.cache).calls;
+        self.price();
+    }
+
+    /// Prices the metrics' calls.
+    fn price(&mut self) {
+        let log = Arc::clone(&self.log);
+        let session = &log.sessions[self.session];
+        let encoding = self
+            .view
+            .as_ref()
+            .map_or(Default::default(), |v| v.policy.budget.encoding);
+        let counts = self.cache.counts(session, encoding);
+        let choice = &self.choice;
+        self.cost = Some(cost::session(
+            session,
+            &self.metrics,
+            &counts,
+            &self.prices,
+            |call| choice.for_call(call).map(|p| p.cost).unwrap_or_default(),
+        ));
     }
 
     /// Hands the replays for the metrics strip to a background worker.
@@ -555,6 +582,7 @@ impl App {
     pub fn receive_metrics(&mut self, generation: u64, metrics: Vec<CallReplay>) {
         if generation == self.generation {
             self.metrics = metrics;
+            self.price();
         }
     }
 

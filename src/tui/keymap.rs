@@ -242,8 +242,131 @@ pub fn control_for(key: KeyEvent, typing: bool) -> Option<Control> {
             _ => None,
         };
     }
+    let custom = custom();
+    if let Some((control, _)) = custom.iter().find(|(_, keys)| keys.contains(&key.code)) {
+        return Some(*control);
+    }
     KEYMAP
         .iter()
+        .filter(|b| !custom.iter().any(|(c, _)| *c == b.control))
         .find(|b| b.keys.contains(&key.code))
         .map(|b| b.control)
+}
+
+/// The name the configuration's `[keymap]` gives a binding's action:
+/// `Control::NextCall` is `next_call`.
+pub fn action(control: Control) -> String {
+    let mut name = String::new();
+    for (i, c) in format!("{control:?}").chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.push(c.to_ascii_lowercase());
+    }
+    name
+}
+
+/// Every action with its keys, as the configuration writes them, and its help.
+pub fn actions() -> Vec<(String, Vec<String>, &'static str)> {
+    KEYMAP
+        .iter()
+        .map(|b| {
+            let keys = b.keys.iter().map(|k| key_name(*k)).collect();
+            (action(b.control), keys, b.help)
+        })
+        .collect()
+}
+
+/// A key as the configuration writes it: a character, or its name.
+pub fn key_name(key: KeyCode) -> String {
+    match key {
+        KeyCode::Char(' ') => "Space".into(),
+        KeyCode::Char(c) => c.to_string(),
+        KeyCode::F(n) => format!("F{n}"),
+        KeyCode::Esc => "Esc".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The key a configuration names.
+pub fn parse_key(name: &str) -> Option<KeyCode> {
+    let mut chars = name.chars();
+    if let (Some(c), None) = (chars.next(), chars.next()) {
+        return Some(KeyCode::Char(c));
+    }
+    let named = [
+        KeyCode::Enter,
+        KeyCode::Esc,
+        KeyCode::Tab,
+        KeyCode::BackTab,
+        KeyCode::Backspace,
+        KeyCode::Delete,
+        KeyCode::Insert,
+        KeyCode::Up,
+        KeyCode::Down,
+        KeyCode::Left,
+        KeyCode::Right,
+        KeyCode::Home,
+        KeyCode::End,
+        KeyCode::PageUp,
+        KeyCode::PageDown,
+        KeyCode::Char(' '),
+    ];
+    if let Some(key) = named
+        .into_iter()
+        .find(|k| key_name(*k).eq_ignore_ascii_case(name))
+    {
+        return Some(key);
+    }
+    let n: u8 = name.strip_prefix(['F', 'f'])?.parse().ok()?;
+    (1..=12).contains(&n).then_some(KeyCode::F(n))
+}
+
+/// Whether `[keymap]`'s `action = keys` names an action and keys there are.
+pub fn check_binding(action_name: &str, keys: &[&str]) -> Result<Vec<KeyCode>, String> {
+    if !KEYMAP.iter().any(|b| action(b.control) == action_name) {
+        let names: Vec<String> = KEYMAP.iter().map(|b| action(b.control)).collect();
+        let near = names
+            .iter()
+            .min_by_key(|n| strsim::levenshtein(n, action_name))
+            .filter(|n| strsim::levenshtein(n, action_name) <= 3)
+            .map_or(String::new(), |n| format!(" (did you mean {n}?)"));
+        return Err(format!(
+            "no such action{near}; `ctxlens config --print` lists them"
+        ));
+    }
+    keys.iter()
+        .map(|k| parse_key(k).ok_or_else(|| format!("{k:?} is not a key this table knows")))
+        .collect()
+}
+
+/// The configuration's bindings: (action, its keys).
+fn custom() -> &'static [(Control, Vec<KeyCode>)] {
+    static CUSTOM: std::sync::OnceLock<Vec<(Control, Vec<KeyCode>)>> = std::sync::OnceLock::new();
+    CUSTOM.get_or_init(|| {
+        let Ok(config) = crate::config::get() else {
+            return Vec::new();
+        };
+        KEYMAP
+            .iter()
+            .filter_map(|b| {
+                let keys = config.keymap.get(&action(b.control))?;
+                let keys = check_binding(&action(b.control), &keys.names()).ok()?;
+                Some((b.control, keys))
+            })
+            .collect()
+    })
+}
+
+/// The keys of a binding as the help shows them: its own label, or the
+/// configuration's keys.
+pub fn label(binding: &Binding) -> String {
+    match custom().iter().find(|(c, _)| *c == binding.control) {
+        Some((_, keys)) => keys
+            .iter()
+            .map(|k| key_name(*k))
+            .collect::<Vec<_>>()
+            .join("/"),
+        None => binding.label.to_string(),
+    }
 }

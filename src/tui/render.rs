@@ -46,7 +46,13 @@ impl Theme {
     /// Colour unless the NO_COLOR environment variable is set and not empty.
     pub fn from_env() -> Theme {
         Theme {
-            color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            color: match crate::config::get().map_or(Default::default(), |c| c.theme.color) {
+                crate::config::ColorChoice::Always => true,
+                crate::config::ColorChoice::Never => false,
+                crate::config::ColorChoice::Auto => {
+                    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                }
+            },
         }
     }
 
@@ -138,8 +144,10 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
     } else {
         1 + why_height
     };
+    // A tall screen has room for the cost line too.
+    let header_height = if frame.area().height >= 30 { 4 } else { 3 };
     let [header, strip, middle, detail, footer] = Layout::vertical([
-        Constraint::Length(3),
+        Constraint::Length(header_height),
         Constraint::Length(strip_height),
         Constraint::Fill(3),
         Constraint::Fill(if app.detail_zoom { 6 } else { 2 }),
@@ -399,11 +407,78 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     {
         first[0].content = format!(" {} ", name.to_string_lossy()).into();
     }
+    let mut lines = vec![Line::from(first), Line::from(second)];
+    if area.height >= 4 {
+        lines.push(cost_line(app, theme));
+    }
     let block = Block::default().borders(Borders::BOTTOM);
-    frame.render_widget(
-        paragraph(vec![Line::from(first), Line::from(second)]).block(block),
-        area,
-    );
+    frame.render_widget(paragraph(lines).block(block), area);
+}
+
+/// The selected call's cost and the session's, and what compaction did to it.
+fn cost_line(app: &App, theme: Theme) -> Line<'static> {
+    use crate::analysis::cost::{CostSource, dollars};
+    let Some((calls, session)) = &app.cost else {
+        return Line::from(" cost    (replaying the calls)");
+    };
+    let mut spans = vec![Span::raw(" cost    ")];
+    let this = app
+        .current_call()
+        .and_then(|call| calls.iter().find(|c| c.call == call.id));
+    match this {
+        Some(c) => match (c.usd, &c.priced_as) {
+            (Some(usd), Some(_)) => spans.push(Span::raw(format!(
+                "{} this call ({}{})",
+                dollars(usd),
+                match c.source {
+                    CostSource::Billed => "billed",
+                    CostSource::Estimated => "estimated",
+                },
+                if c.output_known {
+                    ""
+                } else {
+                    ", output unknown"
+                }
+            ))),
+            _ => spans.push(Span::styled(
+                format!(
+                    "no price for {} (set one in [cost])",
+                    c.model
+                        .as_deref()
+                        .map_or("its model".into(), display::escape_line)
+                ),
+                theme.fg(Color::Yellow),
+            )),
+        },
+        None => spans.push(Span::raw("-")),
+    }
+    if session.billed_calls + session.estimated_calls > 0 {
+        spans.push(Span::raw(format!(
+            " · session {} ({} billed, {} estimated{})",
+            dollars(session.usd),
+            session.billed_calls,
+            session.estimated_calls,
+            if session.unpriced_calls > 0 {
+                format!(", {} unpriced", session.unpriced_calls)
+            } else {
+                String::new()
+            }
+        )));
+        let k = &session.compaction;
+        spans.push(Span::styled(
+            format!(
+                " · compaction kept out {}, cost {}",
+                dollars(k.kept_out_usd),
+                dollars(k.rewrite_usd + k.summarizer_usd)
+            ),
+            theme.fg(Color::Magenta),
+        ));
+    }
+    spans.push(Span::styled(
+        format!(" · prices of {}", session.prices_as_of),
+        theme.fg(Color::DarkGray),
+    ));
+    Line::from(spans)
 }
 
 /// The traced fact's state at every call, one glyph each (the selected call
@@ -1094,7 +1169,11 @@ fn draw_footer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
 pub fn help_lines() -> Vec<Line<'static>> {
     let mut lines = vec![Line::from("keys").add_modifier(Modifier::BOLD)];
     for b in KEYMAP {
-        lines.push(Line::from(format!("  {:<7} {}", b.label, b.help)));
+        lines.push(Line::from(format!(
+            "  {:<7} {}",
+            super::keymap::label(b),
+            b.help
+        )));
     }
     lines.push(Line::from(
         "  mouse   scroll a pane, click to select a row; click a strip to go to its call",

@@ -1,0 +1,316 @@
+//! What a session cost in dollars: each call priced from the dated table in
+//! `assets/prices.toml` (overridden by the policy's `[cost]` and the user's
+//! config), from the provider's reported usage where the log has it
+//! ("billed"), else from the projection ("estimated"); and what compaction
+//! cost (the cache rewritten after it, the summarizer's calls) and kept out.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::replay::CallReplay;
+use crate::engine::Counts;
+use crate::model::{ModelCall, SessionLog};
+use crate::policy::CostPolicy;
+
+pub const PRICES_TOML: &str = include_str!("../../assets/prices.toml");
+
+/// Dollars per million tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rates {
+    pub input: f64,
+    pub cached_input: f64,
+    pub cache_write: f64,
+    pub output: f64,
+    /// Over `over` input tokens the whole request costs more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_context: Option<LongContext>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LongContext {
+    pub over: u64,
+    pub input: f64,
+    pub output: f64,
+}
+
+impl Rates {
+    /// Dollars for these token counts (input split into fresh, cache reads
+    /// and cache writes), at the long-context rates when `input_total` is over.
+    fn dollars(&self, input_total: u64, fresh: u64, read: u64, written: u64, output: u64) -> f64 {
+        let (i, o) = match self.long_context {
+            Some(long) if input_total > long.over => (long.input, long.output),
+            _ => (1.0, 1.0),
+        };
+        let input = fresh as f64 * self.input
+            + read as f64 * self.cached_input
+            + written as f64 * self.cache_write;
+        (input * i + output as f64 * self.output * o) / 1e6
+    }
+}
+
+/// The price table: when it was taken, and the rates by model name.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prices {
+    pub as_of: String,
+    pub models: BTreeMap<String, Rates>,
+}
+
+impl Prices {
+    /// The table ctxlens ships (a test keeps it readable).
+    pub fn shipped() -> Prices {
+        toml::from_str(PRICES_TOML).unwrap_or_else(|_| Prices {
+            as_of: "unknown".into(),
+            models: BTreeMap::new(),
+        })
+    }
+
+    /// The rates of `model`: the longest name of the table it starts with,
+    /// after any `provider/` prefix, case aside; a name only matches whole
+    /// (`gpt-5` is not `gpt-5.4`'s row, but is `gpt-5-2025-08-07`'s).
+    pub fn find(&self, model: &str) -> Option<(&str, &Rates)> {
+        let model = model.rsplit('/').next().unwrap_or(model).to_lowercase();
+        self.models
+            .iter()
+            .filter(|(name, _)| {
+                model.strip_prefix(name.as_str()).is_some_and(|rest| {
+                    rest.is_empty() || rest.starts_with(['-', '@', ':', '_', ' '])
+                })
+            })
+            .max_by_key(|(name, _)| name.len())
+            .map(|(name, rates)| (name.as_str(), rates))
+    }
+
+    /// The rates a call is priced at: the policy's `cost.model`, else the
+    /// call's own model, from the table; the policy's rates that are not 0
+    /// replace the table's (all four given price a model the table lacks).
+    pub fn for_model(&self, model: Option<&str>, policy: &CostPolicy) -> Option<(String, Rates)> {
+        let model = Some(policy.model.as_str())
+            .filter(|m| !m.is_empty())
+            .or(model);
+        let found = model.and_then(|m| self.find(m));
+        let given = [
+            policy.input,
+            policy.cached_input,
+            policy.cache_write,
+            policy.output,
+        ];
+        let (name, mut rates) = match found {
+            Some((name, rates)) => (name.to_string(), *rates),
+            None if given.iter().all(|r| *r > 0.0) => (
+                model.unwrap_or("[cost]").to_string(),
+                Rates {
+                    input: 0.0,
+                    cached_input: 0.0,
+                    cache_write: 0.0,
+                    output: 0.0,
+                    long_context: None,
+                },
+            ),
+            None => return None,
+        };
+        for (rate, set) in [
+            (&mut rates.input, policy.input),
+            (&mut rates.cached_input, policy.cached_input),
+            (&mut rates.cache_write, policy.cache_write),
+            (&mut rates.output, policy.output),
+        ] {
+            if set > 0.0 {
+                *rate = set;
+            }
+        }
+        Some((name, rates))
+    }
+}
+
+/// Where a call's cost comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostSource {
+    /// The provider's reported usage, at the table's rates.
+    Billed,
+    /// The projection's tokens (calibrated where the session allows), its
+    /// cache reuse as cache reads and the rest as cache writes; the output
+    /// as reported, or left out when it was not.
+    Estimated,
+}
+
+/// One call's cost.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CallCost {
+    pub call: i64,
+    pub model: Option<String>,
+    /// The table's row it was priced at; `None`: no price for its model.
+    pub priced_as: Option<String>,
+    pub usd: Option<f64>,
+    pub source: CostSource,
+    /// Whether the output is in `usd` (the log reported it).
+    pub output_known: bool,
+    /// What a compaction at this call cost in cache rewritten (0 elsewhere).
+    pub compaction_usd: f64,
+}
+
+/// A session's cost, and what compaction did to it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SessionCost {
+    pub prices_as_of: String,
+    pub usd: f64,
+    pub billed_calls: usize,
+    pub estimated_calls: usize,
+    /// Calls whose model has no price (`unpriced_models`), left out of `usd`.
+    pub unpriced_calls: usize,
+    pub unpriced_models: Vec<String>,
+    pub compaction: CompactionCost,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CompactionCost {
+    /// Calls that compacted.
+    pub calls: usize,
+    /// The cache written again after a compaction, beyond the call's new
+    /// events, at the cache-write rate less the cache-read rate it replaced.
+    pub rewrite_usd: f64,
+    /// The host's summarizing calls (their usage kept with the summaries).
+    pub summarizer_usd: f64,
+    /// Tokens of the history the calls did not send, at the cache-read rate:
+    /// the least they would have cost sent.
+    pub kept_out_usd: f64,
+    /// kept_out - rewrite - summarizer.
+    pub net_saved_usd: f64,
+}
+
+/// Prices every call of `session` that `replays` holds (in call order, as
+/// `replay` gives them), with `counts` for what each call could have sent.
+pub fn session(
+    session: &SessionLog,
+    replays: &[CallReplay],
+    counts: &Counts,
+    prices: &Prices,
+    policy_of: impl Fn(&ModelCall) -> CostPolicy,
+) -> (Vec<CallCost>, SessionCost) {
+    // Tokens of the history up to each event: what a call saw.
+    let mut seen = Vec::with_capacity(session.events.len() + 1);
+    seen.push(0u64);
+    for tokens in &counts.events {
+        seen.push(seen.last().copied().unwrap_or(0) + u64::from(*tokens));
+    }
+    let seen_by = |call: &ModelCall| seen[session.seen_by(call).len()];
+    let mut total = SessionCost {
+        prices_as_of: prices.as_of.clone(),
+        ..SessionCost::default()
+    };
+    let mut unpriced = std::collections::BTreeSet::new();
+    let mut costs = Vec::with_capacity(replays.len());
+    let mut previous_seen = 0;
+    let mut session_rates = None;
+    for replay in replays {
+        let Some(call) = session.call(replay.call) else {
+            continue;
+        };
+        let rates = prices.for_model(call.model.as_deref(), &policy_of(call));
+        let seen_now = seen_by(call);
+        let new_tokens = seen_now.saturating_sub(previous_seen);
+        previous_seen = seen_now;
+        // Our estimates in the provider's tokens, where the session calibrates
+        // them: a context is the unseen prefix plus ratio x its estimate; a
+        // difference of contexts, ratio x the difference.
+        let (prefix, ratio) = counts.line(call.id).unwrap_or((0.0, 1.0));
+        let scaled = |tokens: u64| (tokens as f64 * ratio).round() as u64;
+        let mut cost = CallCost {
+            call: call.id,
+            model: call.model.clone(),
+            priced_as: rates.as_ref().map(|(name, _)| name.clone()),
+            usd: None,
+            source: CostSource::Estimated,
+            output_known: call.usage.output_tokens.is_some(),
+            compaction_usd: 0.0,
+        };
+        let Some((_, rates)) = rates else {
+            total.unpriced_calls += 1;
+            unpriced.insert(call.model.clone().unwrap_or_else(|| "(no model)".into()));
+            costs.push(cost);
+            continue;
+        };
+        session_rates.get_or_insert(rates);
+        let u = call.usage;
+        let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
+        let output = n(u.output_tokens) + n(u.reasoning_tokens);
+        let (written, usd) = match u.input_tokens {
+            Some(input) => {
+                let input = input.max(0) as u64;
+                let read = n(u.cache_read_tokens).min(input);
+                let written = n(u.cache_write_tokens).min(input - read);
+                cost.source = CostSource::Billed;
+                let fresh = input - read - written;
+                (
+                    written + fresh,
+                    rates.dollars(input, fresh, read, written, output),
+                )
+            }
+            None => {
+                let sent = replay.calibrated_tokens.unwrap_or(replay.total_tokens);
+                let reused = replay.prefix_reused_tokens;
+                let read = if reused > 0 {
+                    (prefix.max(0.0).round() as u64 + scaled(reused)).min(sent)
+                } else {
+                    0
+                };
+                let written = sent - read;
+                (written, rates.dollars(sent, 0, read, written, output))
+            }
+        };
+        if replay.compacted {
+            total.compaction.calls += 1;
+            let rewritten = written.saturating_sub(scaled(new_tokens));
+            cost.compaction_usd =
+                rewritten as f64 * (rates.cache_write - rates.cached_input).max(0.0) / 1e6;
+        }
+        let kept_out = scaled(seen_now.saturating_sub(replay.total_tokens));
+        total.compaction.kept_out_usd += kept_out as f64 * rates.cached_input / 1e6;
+        total.compaction.rewrite_usd += cost.compaction_usd;
+        match cost.source {
+            CostSource::Billed => total.billed_calls += 1,
+            CostSource::Estimated => total.estimated_calls += 1,
+        }
+        total.usd += usd;
+        cost.usd = Some(usd);
+        costs.push(cost);
+    }
+    if let Some(rates) = session_rates {
+        for summary in &session.summaries {
+            let usage = summary
+                .meta
+                .as_deref()
+                .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+                .map(|m| m["usage"].clone());
+            let Some(usage) = usage.filter(|u| u.is_object()) else {
+                continue;
+            };
+            let count = |key: &str| usage[key].as_u64().unwrap_or(0);
+            let input = count("input_tokens");
+            let usd = rates.dollars(input, input, 0, 0, count("output_tokens"));
+            total.compaction.summarizer_usd += usd;
+            total.usd += usd;
+        }
+    }
+    let c = &mut total.compaction;
+    c.net_saved_usd = c.kept_out_usd - c.rewrite_usd - c.summarizer_usd;
+    total.unpriced_models = unpriced.into_iter().collect();
+    (costs, total)
+}
+
+/// Dollars as people write them: cents for a dollar or more, more digits below.
+pub fn dollars(usd: f64) -> String {
+    let sign = if usd < 0.0 { "-" } else { "" };
+    let usd = usd.abs();
+    if usd >= 1.0 {
+        format!("{sign}${usd:.2}")
+    } else if usd >= 0.01 {
+        format!("{sign}${usd:.3}")
+    } else {
+        format!("{sign}${usd:.4}")
+    }
+}

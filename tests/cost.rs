@@ -1,0 +1,262 @@
+//! Cost in dollars: the shipped price table, billed and estimated calls,
+//! overrides from the policy and the configuration, and compaction's share.
+
+mod common;
+
+use assert_cmd::Command;
+use common::LogBuilder;
+use ctxlens::analysis::PolicyChoice;
+use ctxlens::analysis::ProjectionCache;
+use ctxlens::analysis::cost::{self, CostSource, Prices};
+use ctxlens::analysis::replay::{CallReplay, replay_session};
+use ctxlens::model::{SessionLog, Usage};
+use ctxlens::policy::CostPolicy;
+use ctxlens::tokens::Encoding;
+
+fn replays(log: &SessionLog) -> (Vec<CallReplay>, std::sync::Arc<ctxlens::engine::Counts>) {
+    let mut cache = ProjectionCache::default();
+    let mut calls = Vec::new();
+    replay_session(log, &PolicyChoice::default(), &mut cache, &mut calls);
+    let counts = cache.counts(log, Encoding::default());
+    (calls, counts)
+}
+
+fn priced(log: &SessionLog, policy: CostPolicy) -> (Vec<cost::CallCost>, cost::SessionCost) {
+    let (calls, counts) = replays(log);
+    cost::session(log, &calls, &counts, &Prices::shipped(), |_| policy.clone())
+}
+
+#[test]
+fn the_shipped_table_reads_and_names_match_whole() {
+    let prices = Prices::shipped();
+    assert!(prices.models.len() >= 20, "{prices:?}");
+    assert!(chrono_like(&prices.as_of), "{}", prices.as_of);
+    let row = |model: &str| prices.find(model).map(|(name, _)| name.to_string());
+    assert_eq!(
+        row("claude-sonnet-4-5-20250929").as_deref(),
+        Some("claude-sonnet-4-5")
+    );
+    assert_eq!(
+        row("anthropic/claude-opus-4-6").as_deref(),
+        Some("claude-opus-4-6")
+    );
+    assert_eq!(
+        row("Claude-Haiku-4-5-20251001").as_deref(),
+        Some("claude-haiku-4-5")
+    );
+    assert_eq!(row("gpt-5-mini-2025-08-07").as_deref(), Some("gpt-5-mini"));
+    assert_eq!(row("gpt-5.5-2026-04-23").as_deref(), Some("gpt-5.5"));
+    assert_eq!(row("gpt-5.4").as_deref(), Some("gpt-5.4"));
+    // gpt-5's row is not gpt-5.3's, nor o3's o3-pro-like strangers' unless whole.
+    assert_eq!(row("gpt-5.3"), None);
+    assert_eq!(row("o3x"), None);
+    assert_eq!(row("sample-model"), None);
+}
+
+fn chrono_like(date: &str) -> bool {
+    let parts: Vec<&str> = date.split('-').collect();
+    parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok())
+}
+
+fn one_call(model: &str, usage: Usage) -> SessionLog {
+    let mut b = LogBuilder::new();
+    b.user("hello");
+    b.say("hi");
+    b.call();
+    b.log.calls[0].model = Some(model.into());
+    b.log.calls[0].usage = usage;
+    b.log
+}
+
+#[test]
+fn a_billed_call_is_priced_from_its_reported_usage() {
+    let log = one_call(
+        "claude-sonnet-4-5-20250929",
+        Usage {
+            input_tokens: Some(10_000),
+            cache_read_tokens: Some(8_000),
+            cache_write_tokens: Some(1_500),
+            output_tokens: Some(200),
+            reasoning_tokens: None,
+        },
+    );
+    let (calls, session) = priced(&log, CostPolicy::default());
+    let rates = Prices::shipped().models["claude-sonnet-4-5"];
+    let expected = (500.0 * rates.input
+        + 8_000.0 * rates.cached_input
+        + 1_500.0 * rates.cache_write
+        + 200.0 * rates.output)
+        / 1e6;
+    assert_eq!(calls[0].source, CostSource::Billed);
+    assert!(
+        (calls[0].usd.unwrap() - expected).abs() < 1e-12,
+        "{calls:?}"
+    );
+    assert!((session.usd - expected).abs() < 1e-12);
+    assert_eq!((session.billed_calls, session.estimated_calls), (1, 0));
+}
+
+#[test]
+fn over_the_long_context_line_the_whole_request_costs_more() {
+    let usage = |input| Usage {
+        input_tokens: Some(input),
+        output_tokens: Some(1_000),
+        ..Usage::default()
+    };
+    let rates = Prices::shipped().models["gpt-5.4"];
+    let long = rates.long_context.expect("gpt-5.4 has a long-context rate");
+    let below = priced(
+        &one_call("gpt-5.4", usage(long.over as i64)),
+        CostPolicy::default(),
+    )
+    .1;
+    let above = priced(
+        &one_call("gpt-5.4", usage(long.over as i64 + 1)),
+        CostPolicy::default(),
+    )
+    .1;
+    let plain = (long.over as f64 * rates.input + 1_000.0 * rates.output) / 1e6;
+    assert!((below.usd - plain).abs() < 1e-9);
+    let over = ((long.over + 1) as f64 * rates.input * long.input
+        + 1_000.0 * rates.output * long.output)
+        / 1e6;
+    assert!((above.usd - over).abs() < 1e-9, "{} {over}", above.usd);
+}
+
+#[test]
+fn a_call_without_usage_is_estimated_and_an_unknown_model_is_not_priced() {
+    let log = one_call("gpt-5", Usage::default());
+    let (calls, session) = priced(&log, CostPolicy::default());
+    assert_eq!(calls[0].source, CostSource::Estimated);
+    assert!(!calls[0].output_known);
+    let (replay, _) = replays(&log);
+    let rates = Prices::shipped().models["gpt-5"];
+    // The first call reuses nothing: all of it is written.
+    assert_eq!(replay[0].prefix_reused_tokens, 0);
+    let expected = replay[0].total_tokens as f64 * rates.cache_write / 1e6;
+    assert!((calls[0].usd.unwrap() - expected).abs() < 1e-12);
+    assert_eq!(session.estimated_calls, 1);
+
+    let log = one_call("my-local-model", Usage::default());
+    let (calls, session) = priced(&log, CostPolicy::default());
+    assert_eq!((calls[0].usd, calls[0].priced_as.as_deref()), (None, None));
+    assert_eq!(session.unpriced_calls, 1);
+    assert_eq!(session.unpriced_models, vec!["my-local-model".to_string()]);
+    // [cost] prices it: as a model of the table, or by its own rates.
+    let as_gpt5 = CostPolicy {
+        model: "gpt-5".into(),
+        ..CostPolicy::default()
+    };
+    let (calls, _) = priced(&log, as_gpt5);
+    assert_eq!(calls[0].priced_as.as_deref(), Some("gpt-5"));
+    let own = CostPolicy {
+        input: 1.0,
+        cached_input: 0.1,
+        cache_write: 1.0,
+        output: 2.0,
+        ..CostPolicy::default()
+    };
+    let (calls, _) = priced(&log, own);
+    let expected = replay[0].total_tokens as f64 * 1.0 / 1e6;
+    assert!(
+        (calls[0].usd.unwrap() - expected).abs() < 1e-12,
+        "{calls:?}"
+    );
+}
+
+#[test]
+fn compaction_keeps_history_out_and_costs_a_cache_rewrite() {
+    let log = ctxlens::log::Store::open(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/sample-sessions/forgot-deploy-key.db"
+    )))
+    .unwrap()
+    .load()
+    .unwrap();
+    let session = &log.sessions[0];
+    let policy = CostPolicy {
+        model: "claude-sonnet-4-5".into(),
+        ..CostPolicy::default()
+    };
+    let (calls, total) = priced(session, policy);
+    let (replay, _) = replays(session);
+    let compacted: Vec<i64> = replay
+        .iter()
+        .filter(|r| r.compacted)
+        .map(|r| r.call)
+        .collect();
+    assert!(!compacted.is_empty());
+    assert_eq!(total.compaction.calls, compacted.len());
+    for c in &calls {
+        assert_eq!(c.compaction_usd > 0.0, compacted.contains(&c.call), "{c:?}");
+    }
+    assert!(total.compaction.kept_out_usd > 0.0);
+    let k = &total.compaction;
+    assert!((k.net_saved_usd - (k.kept_out_usd - k.rewrite_usd - k.summarizer_usd)).abs() < 1e-12);
+    let sum: f64 = calls.iter().filter_map(|c| c.usd).sum();
+    assert!((sum + k.summarizer_usd - total.usd).abs() < 1e-9);
+}
+
+fn ctxlens() -> Command {
+    let mut command = Command::cargo_bin("ctxlens").unwrap();
+    command
+        .env_remove("CTXLENS_CONFIG")
+        .env("XDG_CONFIG_HOME", "/nonexistent-ctxlens-config");
+    command
+}
+
+const SAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/sample-sessions/forgot-deploy-key.db"
+);
+
+fn stats_cost(command: &mut Command) -> serde_json::Value {
+    let out = command.args(["stats", "--json", SAMPLE]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    json["sessions"][0]["cost"].clone()
+}
+
+#[test]
+fn stats_gives_the_cost_and_the_configuration_prices_a_model() {
+    let cost = stats_cost(&mut ctxlens());
+    assert_eq!(cost["unpriced_calls"], 76);
+    assert_eq!(cost["unpriced_models"][0], "sample-model");
+    assert_eq!(cost["calls"].as_array().unwrap().len(), 76);
+
+    let dir = tempfile::TempDir::new().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[prices.\"sample-model\"]\ninput = 3.0\ncached_input = 0.3\ncache_write = 3.75\noutput = 15.0\n",
+    )
+    .unwrap();
+    let cost = stats_cost(ctxlens().env("CTXLENS_CONFIG", &config));
+    assert_eq!(cost["unpriced_calls"], 0);
+    assert_eq!(cost["billed_calls"], 76);
+    let sum: f64 = cost["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["usd"].as_f64().unwrap())
+        .sum();
+    let usd = cost["usd"].as_f64().unwrap();
+    assert!(
+        usd > 0.0
+            && (sum + cost["compaction"]["summarizer_usd"].as_f64().unwrap() - usd).abs() < 1e-9
+    );
+    let text = ctxlens()
+        .env("CTXLENS_CONFIG", &config)
+        .args(["stats", SAMPLE])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("cost: $") && text.contains("76 calls billed as reported"),
+        "{text}"
+    );
+}
