@@ -555,3 +555,43 @@ fn every_command_that_takes_a_log_takes_a_transcript_too() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("import it first"));
 }
+
+#[test]
+fn long_work_shows_no_progress_when_piped() {
+    let dir = TempDir::new().unwrap();
+    let log = dir.path().join("long.db");
+    ctxlens::sample::write_synthetic(&log, 6_000, 100, 400).unwrap();
+    let out = ctxlens().arg("replay").arg(&log).output().unwrap();
+    assert!(out.stdout.len() > 1000);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let transcript = dir.path().join("session.jsonl");
+    std::fs::write(
+        &transcript,
+        concat!(
+            r#"{"type":"user","uuid":"u1","sessionId":"s","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"hello"}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let out = ctxlens()
+        .args(["import", "claude-code"])
+        .arg(&transcript)
+        .arg("-o")
+        .arg(dir.path().join("imported.db"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

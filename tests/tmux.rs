@@ -9,6 +9,15 @@ struct Tmux {
     name: String,
 }
 
+/// The tests' own tmux server, so a user's is never touched.
+const SOCKET: &str = "ctxlens-tests";
+
+fn tmux_command() -> Command {
+    let mut command = Command::new("tmux");
+    command.args(["-L", SOCKET]);
+    command
+}
+
 impl Tmux {
     fn start(tag: &str, width: u16, height: u16, command: &str) -> Option<Tmux> {
         let available = Command::new("tmux")
@@ -20,7 +29,7 @@ impl Tmux {
             return None;
         }
         let name = format!("ctxlens-{tag}-{}", std::process::id());
-        let status = Command::new("tmux")
+        let status = tmux_command()
             .args([
                 "new-session",
                 "-d",
@@ -39,7 +48,7 @@ impl Tmux {
     }
 
     fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
+        let status = tmux_command()
             .args(["send-keys", "-t", &self.name])
             .args(keys)
             .status()
@@ -48,7 +57,7 @@ impl Tmux {
     }
 
     fn screen(&self) -> String {
-        let out = Command::new("tmux")
+        let out = tmux_command()
             .args(["capture-pane", "-p", "-t", &self.name])
             .output()
             .unwrap();
@@ -72,7 +81,7 @@ impl Tmux {
     }
 
     fn alive(&self) -> bool {
-        Command::new("tmux")
+        tmux_command()
             .args(["has-session", "-t", &self.name])
             .output()
             .is_ok_and(|o| o.status.success())
@@ -81,7 +90,7 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
+        let _ = tmux_command()
             .args(["kill-session", "-t", &self.name])
             .output();
     }
@@ -278,4 +287,77 @@ fn o_hands_the_row_to_the_pager_and_e_capital_the_policy_to_the_editor() {
     assert!(policy.contains("keep_turns = 1"));
     tmux.keys(&["."]);
     tmux.wait_for("call 2 (2/76)", true);
+}
+
+#[test]
+fn at_80x24_a_user_jumps_searches_back_copies_and_esc_never_quits() {
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/forgot-deploy-key.db");
+    let command = format!("{} {}", env!("CARGO_BIN_EXE_ctxlens"), log.display());
+    let Some(tmux) = Tmux::start("small", 80, 24, &command) else {
+        return;
+    };
+    // OSC 52 from the inspector lands in tmux's paste buffer.
+    let clipboard = tmux_command()
+        .args(["set-option", "-g", "set-clipboard", "on"])
+        .status()
+        .unwrap();
+    assert!(clipboard.success());
+    let screen = tmux.wait_for("call 1 (1/76)", true);
+    // Header, the strip's token row, both panes and the footer, in 24 rows.
+    for part in [
+        "forgot-deploy-key",
+        " tokens ",
+        "history",
+        "context",
+        "h help",
+    ] {
+        assert!(screen.contains(part), "{part} missing at 80x24:\n{screen}");
+    }
+    assert_eq!(screen.lines().count(), 24, "{screen}");
+
+    tmux.keys(&[":", "2", "7", "Enter"]);
+    tmux.wait_for("call 27 (27/76)", true);
+
+    // ? searches backward from the selected row, as in less; N goes the other way.
+    tmux.keys(&["?", "unwrap", "Enter"]);
+    let screen = tmux.wait_for("match ", true);
+    assert!(
+        screen.contains("call 27 (27/76)"),
+        "n, N and ? leave the call alone:\n{screen}"
+    );
+    tmux.keys(&["y"]);
+    tmux.wait_for("copied", true);
+    let buffer = tmux_command().args(["show-buffer"]).output().unwrap();
+    let copied = String::from_utf8_lossy(&buffer.stdout).to_lowercase();
+    assert!(copied.contains("unwrap"), "the clipboard holds {copied:?}");
+
+    // Esc clears the search and closes panels; it never quits.
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("q or :q quits", true);
+    assert!(tmux.alive());
+    tmux.keys(&[":", "q", "Enter"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tmux.alive() {
+        assert!(Instant::now() < deadline, ":q did not quit");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_long_replay_shows_its_progress_on_a_terminal() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let log = dir.path().join("long.db");
+    ctxlens::sample::write_synthetic(&log, 20_000, 200, 1_000).unwrap();
+    let command = format!(
+        "{} replay {} > /dev/null; sleep 30",
+        env!("CARGO_BIN_EXE_ctxlens"),
+        log.display()
+    );
+    let Some(tmux) = Tmux::start("progress", 120, 10, &command) else {
+        return;
+    };
+    let screen = tmux.wait_for("replaying", true);
+    let bar = screen.lines().find(|l| l.starts_with("replaying")).unwrap();
+    assert!(bar.contains(" calls") && bar.contains('/'), "{screen}");
 }

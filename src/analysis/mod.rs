@@ -67,6 +67,8 @@ pub struct ProjectionCache {
     states: HashMap<(String, PolicyChoice), Walked>,
     /// Counts made here carry no calibration: this cache fits it.
     raw: bool,
+    /// Ticked once per call projected by [`each_call`] (replay's progress bar).
+    pub progress: Option<indicatif::ProgressBar>,
 }
 
 /// The states before a session's calls (call id, state), made from this many events.
@@ -159,6 +161,9 @@ pub fn each_call<'a>(
                 let counts = cache.counts(session, policy.budget.encoding);
                 engine::project(session, call, &policy, &counts, &mut state)
             });
+        if let Some(bar) = &cache.progress {
+            bar.inc(1);
+        }
         if visit(call, projected).is_break() {
             break;
         }

@@ -9,7 +9,7 @@ use crate::import::{self, Format};
 use crate::{say, say_err};
 
 pub fn run(format: Format, src: &Path, out: &Path) -> anyhow::Result<Outcome> {
-    let report = import::read(format, src)?.write(out)?;
+    let report = import_showing_progress(format, src, out)?;
     for warning in &report.warnings {
         say_err!("ctxlens: {warning}");
     }
@@ -24,6 +24,26 @@ pub fn run(format: Format, src: &Path, out: &Path) -> anyhow::Result<Outcome> {
         out.display()
     );
     Ok(Outcome::Done)
+}
+
+/// Imports `src` into `out` with a spinner on a terminal: a large transcript
+/// takes seconds to read.
+fn import_showing_progress(
+    format: Format,
+    src: &Path,
+    out: &Path,
+) -> anyhow::Result<import::WriteReport> {
+    let bar = crate::display::progress(
+        None,
+        "{spinner} importing {msg} {elapsed}",
+        format!("{} ({})", src.display(), format.name()),
+    );
+    let report = import::read(format, src).and_then(|imported| {
+        bar.set_message(format!("{}: writing the log", src.display()));
+        imported.write(out)
+    });
+    bar.finish_and_clear();
+    report
 }
 
 /// Whether `path` is a ctxlens log rather than something to import.
@@ -51,7 +71,7 @@ pub fn cached(src: &Path) -> anyhow::Result<PathBuf> {
     let cached = import::cache_path(src)?;
     if !cached.exists() {
         std::fs::create_dir_all(import::cache_dir())?;
-        let report = import::read(format, src)?.write(&cached)?;
+        let report = import_showing_progress(format, src, &cached)?;
         for warning in &report.warnings {
             say_err!("ctxlens: {warning}");
         }

@@ -8,6 +8,9 @@ use crate::analysis::{PolicyChoice, ProjectionCache};
 use crate::display::escape_line;
 use crate::say;
 
+/// Replays of this many calls or more show a progress bar.
+const PROGRESS_CALLS: u64 = 200;
+
 pub fn run(
     path: &Path,
     session: Option<&str>,
@@ -24,12 +27,25 @@ pub fn run(
         ),
         None => None,
     };
-    let report = replay(
-        &log,
-        session.as_deref(),
-        choice,
-        &mut ProjectionCache::default(),
-    );
+    // Thousands of calls take a while: a bar on a terminal says how far.
+    let calls = log
+        .sessions
+        .iter()
+        .filter(|s| session.as_deref().is_none_or(|id| s.id() == id))
+        .map(|s| s.calls.len() as u64)
+        .sum::<u64>();
+    let mut cache = ProjectionCache::default();
+    if calls >= PROGRESS_CALLS {
+        cache.progress = Some(crate::display::progress(
+            Some(calls),
+            "replaying {bar:30} {pos}/{len} calls {eta}",
+            String::new(),
+        ));
+    }
+    let report = replay(&log, session.as_deref(), choice, &mut cache);
+    if let Some(bar) = &cache.progress {
+        bar.finish_and_clear();
+    }
     if as_json {
         print_json(&report)?;
     } else {

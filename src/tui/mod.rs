@@ -50,7 +50,7 @@ pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
     let tail = Tail::start(path, store, tx.clone(), policy)?;
     let worker = spawn_worker(tx.clone());
     // Nothing draws over the inspector: it says what it is counting itself.
-    crate::tokens::hide_progress();
+    crate::display::hide_progress();
     let mut terminal = ratatui::try_init()?;
     // ratatui's own panic hook restores the screen; mouse capture is ours to undo.
     let previous = std::panic::take_hook();
