@@ -210,6 +210,35 @@ pub fn to_json_pretty(value: &impl serde::Serialize) -> serde_json::Result<Strin
     Ok(out)
 }
 
+/// Whether long work may draw a progress bar: not under the inspector,
+/// which owns the screen and says what it is doing in its header.
+static PROGRESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// No progress bar from here on (the inspector calls this before it draws).
+pub fn hide_progress() {
+    PROGRESS.store(false, std::sync::atomic::Ordering::Relaxed);
+    crate::tokens::hide_progress();
+}
+
+/// A progress bar on stderr for long work: of `total` steps, or a spinner
+/// when the total is unknown. indicatif draws it only on a terminal, so a
+/// piped run shows nothing; under the inspector it is hidden.
+pub fn progress(total: Option<u64>, template: &str, message: String) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    if !PROGRESS.load(std::sync::atomic::Ordering::Relaxed) {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar.set_message(message);
+    if total.is_none() {
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    }
+    bar
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,33 +307,4 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(back["k\u{9b}"], "\x1b\x07\u{7f}\u{9b}\u{202e}é\n");
     }
-}
-
-/// Whether long work may draw a progress bar: not under the inspector,
-/// which owns the screen and says what it is doing in its header.
-static PROGRESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
-
-/// No progress bar from here on (the inspector calls this before it draws).
-pub fn hide_progress() {
-    PROGRESS.store(false, std::sync::atomic::Ordering::Relaxed);
-    crate::tokens::hide_progress();
-}
-
-/// A progress bar on stderr for long work: of `total` steps, or a spinner
-/// when the total is unknown. indicatif draws it only on a terminal, so a
-/// piped run shows nothing; under the inspector it is hidden.
-pub fn progress(total: Option<u64>, template: &str, message: String) -> indicatif::ProgressBar {
-    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-    if !PROGRESS.load(std::sync::atomic::Ordering::Relaxed) {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template(template) {
-        bar.set_style(style);
-    }
-    bar.set_message(message);
-    if total.is_none() {
-        bar.enable_steady_tick(std::time::Duration::from_millis(120));
-    }
-    bar
 }
