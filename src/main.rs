@@ -235,7 +235,8 @@ enum Command {
     ///
     /// Writes forgot-deploy-key.db, tool-heavy.db, two-sessions.db and broken.db,
     /// replacing files of those names. With --live, writes DIR/live.db instead, one event
-    /// at a time, so `ctxlens DIR/live.db --follow` can watch it grow.
+    /// at a time, so `ctxlens DIR/live.db --follow` can watch it grow. With --events N,
+    /// writes DIR/scale-N.db, a long log (about 740 bytes of text per event).
     Sample {
         /// The folder to write into (made if missing).
         dir: PathBuf,
@@ -245,6 +246,13 @@ enum Command {
         /// With --live: milliseconds between events.
         #[arg(long, default_value_t = 200, value_name = "MS")]
         pace: u64,
+        /// Write DIR/scale-N.db instead: a long log of N events for trying ctxlens at
+        /// scale (mixed tools, summaries, a call every 50 events).
+        #[arg(long, value_name = "N", conflicts_with = "live")]
+        events: Option<usize>,
+        /// With --events: how many sessions share them.
+        #[arg(long, default_value_t = 4, value_name = "K", requires = "events")]
+        sessions: usize,
     },
 }
 
@@ -373,9 +381,19 @@ fn main() -> ExitCode {
             }
             Ok(cli::Outcome::Done)
         }
-        (Some(Command::Sample { dir, live, pace }), _) => {
-            cli::sample::run(&dir, live.then_some(pace))
-        }
+        (
+            Some(Command::Sample {
+                dir,
+                live,
+                pace,
+                events,
+                sessions,
+            }),
+            _,
+        ) => match events {
+            Some(events) => cli::sample::scale(&dir, events, sessions),
+            None => cli::sample::run(&dir, live.then_some(pace)),
+        },
         (
             Some(Command::Project {
                 log,

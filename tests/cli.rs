@@ -171,6 +171,36 @@ fn sample_writes_the_committed_files_byte_for_byte() {
 }
 
 #[test]
+fn sample_events_writes_a_log_at_scale_the_same_every_time() {
+    let (a, b) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    for dir in [&a, &b] {
+        ctxlens()
+            .args(["sample", "--events", "6000", "--sessions", "2"])
+            .arg(dir.path())
+            .assert()
+            .success();
+    }
+    let log = a.path().join("scale-6000.db");
+    assert!(std::fs::read(&log).unwrap() == std::fs::read(b.path().join("scale-6000.db")).unwrap());
+    let (code, stats) = json_of(&["stats", "--json", "--encoding", "chars4"], &log);
+    assert_eq!(code, Some(0));
+    let sessions = stats["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 2);
+    let events: u64 = sessions.iter().map(|s| s["events"].as_u64().unwrap()).sum();
+    assert!((6000..6100).contains(&events), "{events} events");
+    for session in sessions {
+        assert!(session["calls"].as_u64().unwrap() >= 40, "{session}");
+        assert!(session["summaries"].as_u64().unwrap() >= 1, "{session}");
+    }
+    let (code, check) = json_of(&["check", "--json"], &log);
+    assert_eq!(
+        (code, &check["ok"]),
+        (Some(0), &Value::Bool(true)),
+        "{check}"
+    );
+}
+
+#[test]
 fn read_commands_leave_the_log_bytes_unchanged() {
     let dir = TempDir::new().unwrap();
     let path = dir.path().join("log.db");

@@ -1,4 +1,4 @@
-//! `ctxlens sample DIR [--live]`.
+//! `ctxlens sample DIR [--live | --events N]`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -21,5 +21,24 @@ pub fn run(dir: &Path, live: Option<u64>) -> anyhow::Result<Outcome> {
     for path in crate::sample::write_all(dir)? {
         say!("wrote {}", path.display());
     }
+    Ok(Outcome::Done)
+}
+
+/// `--events N`: DIR/scale-N.db, replaced if it is there.
+pub fn scale(dir: &Path, events: usize, sessions: usize) -> anyhow::Result<Outcome> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(format!("scale-{events}.db"));
+    for stale in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{stale}", path.display()));
+    }
+    let bar = crate::display::progress(
+        None,
+        "{spinner} writing {msg} {elapsed}",
+        path.display().to_string(),
+    );
+    let written = crate::sample::write_scale(&path, events, sessions);
+    bar.finish_and_clear();
+    written?;
+    say!("wrote {}", path.display());
     Ok(Outcome::Done)
 }
