@@ -94,6 +94,15 @@ impl ProjectionCache {
         counts
     }
 
+    /// A cache for another thread, sharing the counts made here.
+    pub fn fork(&self) -> ProjectionCache {
+        ProjectionCache {
+            counts: self.counts.clone(),
+            raw: self.raw,
+            ..ProjectionCache::default()
+        }
+    }
+
     /// Runs `f` with a cache of its own whose counts carry no calibration
     /// (the token counts made so far are shared), to fit calibration from
     /// the recorded contexts as estimated.

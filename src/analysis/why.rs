@@ -8,10 +8,11 @@
 
 use std::ops::ControlFlow;
 
+use rayon::prelude::*;
 use regex::Regex;
 use serde::Serialize;
 
-use super::{PolicyChoice, ProjectionCache, each_call};
+use super::{PolicyChoice, ProjectionCache, each_call, project_call};
 use crate::engine::{Projected, Stand, Status, cut_text};
 use crate::model::{Kind, SessionLog};
 use crate::policy::Preset;
@@ -249,20 +250,42 @@ fn names(session: &SessionLog, text: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for (word, quoted) in words(text) {
         let lower = word.to_lowercase();
-        if is_name(&word, quoted) && !names.contains(&lower) && frequency(session, &lower) <= rare {
+        if is_name(&word, quoted) && !names.contains(&lower) {
             names.push(lower);
         }
     }
-    names
+    rarer_than(session, names, rare)
 }
 
-/// How many events of the session hold `term` (case aside).
-fn frequency(session: &SessionLog, term: &str) -> usize {
+/// Those of `terms` (lower case) that at most `most` events of the session hold.
+fn rarer_than(session: &SessionLog, terms: Vec<String>, most: usize) -> Vec<String> {
+    let held = frequencies(session, &terms);
+    terms
+        .into_iter()
+        .zip(held)
+        .filter(|&(_, n)| n <= most)
+        .map(|(term, _)| term)
+        .collect()
+}
+
+/// How many events of the session hold each of `terms` (lower case), in
+/// one pass over the session's text on all cores.
+fn frequencies(session: &SessionLog, terms: &[String]) -> Vec<usize> {
+    if terms.is_empty() {
+        return Vec::new();
+    }
+    let zeros = || vec![0; terms.len()];
     session
         .events
-        .iter()
-        .filter(|e| e.content.to_lowercase().contains(term))
-        .count()
+        .par_iter()
+        .fold(zeros, |mut held, e| {
+            let lower = e.content.to_lowercase();
+            for (n, term) in held.iter_mut().zip(terms) {
+                *n += usize::from(lower.contains(term.as_str()));
+            }
+            held
+        })
+        .reduce(zeros, |a, b| a.iter().zip(b).map(|(x, y)| x + y).collect())
 }
 
 /// What makes an event's text this fact and not another: the names in it
@@ -282,11 +305,8 @@ pub fn distinctive(session: &SessionLog, text: &str) -> (Vec<String>, usize) {
                 others.push(lower);
             }
         }
-        terms = others
-            .into_iter()
-            .filter(|t| frequency(session, t) <= 2)
-            .take(8)
-            .collect();
+        terms = rarer_than(session, others, 2);
+        terms.truncate(8);
     }
     if terms.is_empty() {
         let whole = text.trim().to_lowercase();
@@ -317,34 +337,37 @@ fn resolve(fact: &Fact, session: &SessionLog) -> Result<(Matcher, Vec<usize>), S
             let common = texts
                 .iter()
                 .all(|t| !words(t).iter().any(|(w, q)| is_name(w, *q)));
-            let origin = session.events.iter().find(|e| {
+            let origin = session.events.par_iter().find_first(|e| {
                 let lower = e.content.to_lowercase();
                 texts.iter().all(|t| lower.contains(t.as_str()))
             });
-            match origin {
-                Some(event) if common && !names(session, &event.content).is_empty() => {
-                    let terms = names(session, &event.content);
-                    let need = (terms.len() * 2).div_ceil(3);
-                    vec![Group::Terms { terms, need }]
-                }
-                _ => vec![Group::Terms {
+            let terms = origin
+                .filter(|_| common)
+                .map(|event| names(session, &event.content))
+                .unwrap_or_default();
+            if terms.is_empty() {
+                vec![Group::Terms {
                     need: texts.len(),
                     terms: texts,
-                }],
+                }]
+            } else {
+                let need = (terms.len() * 2).div_ceil(3);
+                vec![Group::Terms { terms, need }]
             }
         }
     };
     let matcher = Matcher { groups };
-    let events: Vec<usize> = match fact {
+    let named: Vec<usize> = match fact {
         Fact::Seqs(seqs) => seqs.iter().filter_map(|&s| session.index_of(s)).collect(),
-        _ => (0..session.events.len())
-            .filter(|&ix| matcher.holds(&session.events[ix].content))
-            .collect(),
+        _ => Vec::new(),
     };
-    // The events that hold it, from the first that states it.
+    // The events that hold it (or were named), but for compaction markers.
     let holders: Vec<usize> = (0..session.events.len())
-        .filter(|ix| events.contains(ix) || matcher.holds(&session.events[*ix].content))
-        .filter(|&ix| session.events[ix].kind != Kind::Compaction)
+        .into_par_iter()
+        .filter(|&ix| {
+            let e = &session.events[ix];
+            e.kind != Kind::Compaction && (named.contains(&ix) || matcher.holds(&e.content))
+        })
         .collect();
     if holders.is_empty() {
         return Err(format!(
@@ -437,13 +460,23 @@ fn sent_holds(matcher: &Matcher, p: &Projected, ix: usize) -> bool {
 
 /// Traces `fact` through every call of `session` under `choice`.
 pub fn trace(session: &SessionLog, fact: &Fact, choice: &PolicyChoice) -> Result<Trace, String> {
+    trace_with(session, fact, choice, &mut ProjectionCache::default())
+}
+
+/// The same, with the token counts and policies `cache` has made already.
+pub fn trace_with(
+    session: &SessionLog,
+    fact: &Fact,
+    choice: &PolicyChoice,
+    cache: &mut ProjectionCache,
+) -> Result<Trace, String> {
     let (matcher, holder_events) = resolve(fact, session)?;
-    let (timeline, lost_at) = walk(session, &matcher, &holder_events, choice)?;
+    let (timeline, lost_at) = walk(session, &matcher, &holder_events, choice, cache)?;
     let present_at_last = timeline.last().is_some_and(|p| p.state.is_present());
     let fixes = if present_at_last || timeline.is_empty() {
         Vec::new()
     } else {
-        fixes(session, &matcher, &holder_events, choice)
+        fixes(session, &matcher, &holder_events, choice, cache)
     };
     let keep_with = fixes.first().map(Fix::command);
     let verdict = verdict(&timeline, lost_at.as_ref());
@@ -495,44 +528,40 @@ fn walk(
     matcher: &Matcher,
     holders: &[usize],
     choice: &PolicyChoice,
+    cache: &mut ProjectionCache,
 ) -> Result<(Vec<Point>, Option<Lost>), String> {
     let mut timeline = Vec::new();
     let mut lost_at: Option<Lost> = None;
     let mut failed = None;
-    each_call(
-        session,
-        choice,
-        &mut ProjectionCache::default(),
-        |_, projected| {
-            let p = match projected {
-                Ok(p) => p,
-                Err(e) => {
-                    failed = Some(e);
-                    return ControlFlow::Break(());
-                }
-            };
-            // Under preset recorded, a call without a record says nothing.
-            if p.errors
-                .iter()
-                .any(|e| matches!(e.kind, "no_record" | "bad_record"))
-            {
-                return ControlFlow::Continue(());
+    each_call(session, choice, cache, |_, projected| {
+        let p = match projected {
+            Ok(p) => p,
+            Err(e) => {
+                failed = Some(e);
+                return ControlFlow::Break(());
             }
-            let (state, ix, holders_in_context) = state_at(matcher, holders, &p);
-            if state.is_present() {
-                lost_at = None;
-            } else if state.is_lost() && lost_at.is_none() {
-                lost_at = Some(why_lost(session, matcher, &p, ix, state));
-            }
-            timeline.push(Point {
-                call: p.call.id,
-                turn: p.call.turn,
-                state,
-                holders_in_context,
-            });
-            ControlFlow::Continue(())
-        },
-    );
+        };
+        // Under preset recorded, a call without a record says nothing.
+        if p.errors
+            .iter()
+            .any(|e| matches!(e.kind, "no_record" | "bad_record"))
+        {
+            return ControlFlow::Continue(());
+        }
+        let (state, ix, holders_in_context) = state_at(matcher, holders, &p);
+        if state.is_present() {
+            lost_at = None;
+        } else if state.is_lost() && lost_at.is_none() {
+            lost_at = Some(why_lost(session, matcher, &p, ix, state));
+        }
+        timeline.push(Point {
+            call: p.call.id,
+            turn: p.call.turn,
+            state,
+            holders_in_context,
+        });
+        ControlFlow::Continue(())
+    });
     match failed {
         Some(e) => Err(e),
         None => Ok((timeline, lost_at)),
@@ -636,25 +665,39 @@ fn fixes(
     matcher: &Matcher,
     holders: &[usize],
     choice: &PolicyChoice,
+    cache: &mut ProjectionCache,
 ) -> Vec<Fix> {
     let Some(last) = session.calls.iter().max_by_key(|c| c.id) else {
         return Vec::new();
     };
-    let mut cache = ProjectionCache::default();
     let Ok(base) = cache.policy(choice, last) else {
+        return Vec::new();
+    };
+    // The last call under a policy: whether it has the fact, and its tokens.
+    let at_last = |choice: &PolicyChoice, cache: &mut ProjectionCache| -> Option<(bool, u64)> {
+        let (_, p) = project_call(session, last, choice, cache).ok()?;
+        let (state, _, _) = state_at(matcher, holders, &p);
+        Some((state.is_present(), p.total_tokens))
+    };
+    let Some((_, before)) = at_last(choice, cache) else {
         return Vec::new();
     };
     let first = &session.events[holders[0]];
     let mut candidates: Vec<Vec<String>> = Vec::new();
     // Pins: the fact's rarest term, and its events.
     if let Some(term) = matcher.groups.iter().find_map(|g| match g {
-        Group::Terms { terms, .. } => terms
-            .iter()
-            .filter(|t| t.len() <= 60)
-            .min_by_key(|t| frequency(session, t)),
+        Group::Terms { terms, .. } => {
+            let short: Vec<String> = terms.iter().filter(|t| t.len() <= 60).cloned().collect();
+            let held = frequencies(session, &short);
+            short
+                .into_iter()
+                .zip(held)
+                .min_by_key(|&(_, n)| n)
+                .map(|(t, _)| t)
+        }
         Group::Pattern(_) => None,
     }) {
-        let original = original_case(&first.content, term);
+        let original = original_case(&first.content, &term);
         candidates.push(vec![format!("pin.text=[{}]", toml_string(&original))]);
     }
     let seqs: Vec<String> = holders
@@ -692,38 +735,23 @@ fn fixes(
         }
         candidates.push(sets);
     }
-    let tokens_at_last = |choice: &PolicyChoice| -> Option<u64> {
-        let mut total = None;
-        each_call(
-            session,
-            choice,
-            &mut ProjectionCache::default(),
-            |call, p| {
-                if call.id == last.id {
-                    total = p.ok().map(|p| p.total_tokens);
-                }
-                ControlFlow::Continue(())
+    // Each checked on its own core, with the counts made so far.
+    let checked: Vec<Option<(bool, u64)>> = candidates
+        .par_iter()
+        .map_init(
+            || cache.fork(),
+            |cache, sets| {
+                let mut trial = choice.clone();
+                trial.sets.extend(sets.iter().cloned());
+                at_last(&trial, cache)
             },
-        );
-        total
-    };
-    let Some(before) = tokens_at_last(choice) else {
-        return Vec::new();
-    };
+        )
+        .collect();
     let mut fixes: Vec<Fix> = Vec::new();
-    for sets in candidates {
-        let mut trial = choice.clone();
-        trial.sets.extend(sets.iter().cloned());
-        if cache.policy(&trial, last).is_err() {
-            continue;
-        }
-        let Ok((timeline, _)) = walk(session, matcher, holders, &trial) else {
+    for (sets, checked) in candidates.into_iter().zip(checked) {
+        let Some((true, after)) = checked else {
             continue;
         };
-        if !timeline.last().is_some_and(|p| p.state.is_present()) {
-            continue;
-        }
-        let after = tokens_at_last(&trial).unwrap_or(before);
         let host_setting = host_setting(base.preset, &sets);
         fixes.push(Fix {
             set: sets,
