@@ -16,7 +16,7 @@ fn warm(events: usize) -> &'static (Log, std::sync::Mutex<ProjectionCache>) {
     static LOGS: [OnceLock<(Log, std::sync::Mutex<ProjectionCache>)>; 2] =
         [OnceLock::new(), OnceLock::new()];
     LOGS[usize::from(events > 10_000)].get_or_init(|| {
-        let log = Store::open(support::synthetic(events))
+        let log = Store::open(support::scale(events, 1))
             .unwrap()
             .load()
             .unwrap();
@@ -51,7 +51,7 @@ fn replay_all(c: &mut Criterion) {
     group
         .sample_size(10)
         .measurement_time(Duration::from_secs(30));
-    group.bench_function("100k events, all 1,914 calls, counts warm", |b| {
+    group.bench_function("100k events, 1 session, every call, counts warm", |b| {
         let (log, cache) = warm(100_000);
         let choice = PolicyChoice::default();
         let mut cache = cache.lock().unwrap();
@@ -67,7 +67,7 @@ fn replay_presets(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(20));
     for preset in ctxlens::policy::Preset::NAMES {
-        group.bench_function(format!("100k events, 1,914 calls, {preset}"), |b| {
+        group.bench_function(format!("100k events, 1 session, {preset}"), |b| {
             let (log, cache) = warm(100_000);
             let choice = PolicyChoice {
                 file: None,

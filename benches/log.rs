@@ -9,7 +9,7 @@ use ctxlens::tokens::{Encoding, TokenCache};
 mod support;
 
 fn big_log() -> std::path::PathBuf {
-    support::synthetic(100_000)
+    support::scale(100_000, 1)
 }
 
 fn text_bytes(log: &ctxlens::model::Log) -> u64 {

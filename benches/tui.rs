@@ -12,7 +12,7 @@ use ratatui::backend::TestBackend;
 mod support;
 
 fn frames(c: &mut Criterion) {
-    let path = support::synthetic(100_000);
+    let path = support::scale(100_000, 1);
     let log = Arc::new(Store::open(&path).unwrap().load().unwrap());
     let theme = Theme { color: true };
     let mut terminal = Terminal::new(TestBackend::new(160, 48)).unwrap();
@@ -50,7 +50,7 @@ fn frames(c: &mut Criterion) {
 }
 
 fn edit(c: &mut Criterion) {
-    let path = support::synthetic(10_000);
+    let path = support::scale(10_000, 1);
     let log = Arc::new(Store::open(&path).unwrap().load().unwrap());
     let mut app = App::new("log.db", log);
     let last = app.calls.len() - 1;
