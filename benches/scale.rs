@@ -36,6 +36,7 @@ fn sizes() -> Vec<usize> {
 /// `cache`; returns how long it took and its peak memory in kilobytes.
 fn run(args: &[&str], cache: &Path) -> (Duration, u64) {
     let start = Instant::now();
+    #[allow(clippy::zombie_processes)] // waited for by wait4, for its peak memory
     let child = Command::new(BIN)
         .args(args)
         .env("XDG_CACHE_HOME", cache)
@@ -179,7 +180,6 @@ fn bench_log(c: &mut Criterion, log: &Path, label: &str, presets: bool) {
         vec!["project", "--call", &call, path],
         &warm,
     );
-    drop(whole);
     group.bench_function("project the last call, o200k, first ever", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
