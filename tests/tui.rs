@@ -744,3 +744,27 @@ fn a_message_longer_than_the_status_line_is_shown_whole_on_m() {
     app.step(Control::Back);
     assert!(matches!(app.mode, ctxlens::tui::app::Mode::Normal));
 }
+
+#[test]
+fn calls_chosen_while_counting_are_projected_once_the_counts_arrive() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/forgot-deploy-key.db");
+    let log = Arc::new(Store::open(&path).unwrap().load().unwrap());
+    let mut app = App::unprojected("forgot-deploy-key.db", Arc::clone(&log));
+    app.start_counting();
+    jump(&mut app, "44");
+    app.step(Control::Down);
+    assert!(app.view.is_none(), "nothing is projected while counting");
+    let screen = text(&draw(&mut app, 120, 30, COLOR));
+    assert!(screen.contains("counting tokens"), "{screen}");
+    // What the counting thread hands over: a cache with the session counted.
+    let (log, session, choice) = app.counting_job();
+    let mut cache = ctxlens::analysis::ProjectionCache::default();
+    let first = &log.sessions[session].calls[0];
+    let encoding = cache.policy(&choice, first).unwrap().budget.encoding;
+    cache.counts(&log.sessions[session], encoding);
+    app.counted(cache);
+    assert_eq!(app.current_call().map(|c| c.id), Some(44));
+    assert!(app.view.is_some());
+    let screen = text(&draw(&mut app, 120, 30, COLOR));
+    assert!(screen.contains("call 44"), "{screen}");
+}

@@ -381,6 +381,9 @@ pub struct App {
     generation: u64,
     choice: PolicyChoice,
     cache: ProjectionCache,
+    /// The token counts are being made off the input path: calls are
+    /// chosen meanwhile, and projected once they arrive (`counted`).
+    counting: bool,
 }
 
 impl App {
@@ -435,6 +438,7 @@ impl App {
             generation: 0,
             choice: PolicyChoice::default(),
             cache: ProjectionCache::default(),
+            counting: false,
         };
         if app.log.sessions.len() > 1 {
             app.mode = Mode::Sessions(0);
@@ -454,6 +458,29 @@ impl App {
     /// Projects the first call of the session, after `unprojected`.
     pub fn start(&mut self) {
         self.open_session(self.session);
+    }
+
+    /// Starts without projecting: the token counts are made elsewhere and
+    /// handed over with [`App::counted`]; until then the history can be read
+    /// and calls chosen.
+    pub fn start_counting(&mut self) {
+        self.counting = true;
+        self.open_session(self.session);
+    }
+
+    /// The counts made off the input path arrived: project the chosen call
+    /// with them, and replay the calls for the strip.
+    pub fn counted(&mut self, cache: ProjectionCache) {
+        self.counting = false;
+        self.cache = cache;
+        self.select_call(self.call);
+        self.measure();
+    }
+
+    /// What the counting started by [`App::start_counting`] needs: the log,
+    /// the session, and the policy choice.
+    pub fn counting_job(&self) -> (Arc<Log>, usize, PolicyChoice) {
+        (Arc::clone(&self.log), self.session, self.choice.clone())
     }
 
     pub fn session(&self) -> &SessionLog {
@@ -536,6 +563,9 @@ impl App {
     /// With a worker, the replay runs there and only the newest request's
     /// answer is kept (`receive_metrics`); without one, it runs here.
     fn measure(&mut self) {
+        if self.counting {
+            return;
+        }
         let log = Arc::clone(&self.log);
         let session = log.sessions[self.session].id().to_string();
         self.generation += 1;
@@ -632,6 +662,9 @@ impl App {
     /// Projects the call at `index` of the session's calls and shows it.
     pub fn select_call(&mut self, index: usize) {
         self.call = index.min(self.calls.len().saturating_sub(1));
+        if self.counting {
+            return;
+        }
         let log = Arc::clone(&self.log);
         let session = &log.sessions[self.session];
         self.view = None;

@@ -20,6 +20,8 @@ pub enum Msg {
     PolicyChanged,
     /// The worker replayed every call for the metrics strip.
     Metrics(u64, Vec<crate::analysis::replay::CallReplay>),
+    /// The token counts of the session the inspector opened on.
+    Counted(Box<crate::analysis::ProjectionCache>),
 }
 
 /// The watched log.

@@ -49,6 +49,7 @@ pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
     let (tx, rx) = mpsc::channel();
     let tail = Tail::start(path, store, tx.clone(), policy)?;
     let worker = spawn_worker(tx.clone());
+    let tx_counts = tx.clone();
     // Nothing draws over the inspector: it says what it is counting itself.
     crate::display::hide_progress();
     let mut terminal = ratatui::try_init()?;
@@ -86,6 +87,7 @@ pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
     app.activity = activity;
     app.preset_policy_file(policy_file);
     app.use_worker(worker);
+    count_off_the_input_path(&app, tx_counts);
     let result = event_loop(&mut terminal, app, tail, rx, (follow, policy), &paused);
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::try_restore()?;
@@ -102,7 +104,7 @@ fn event_loop(
 ) -> anyhow::Result<()> {
     let theme = Theme::from_env();
     terminal.draw(|frame| render::draw(frame, &mut app, theme))?;
-    app.start();
+    app.start_counting();
     if follow {
         app.follow_newest();
     }
@@ -120,6 +122,7 @@ fn event_loop(
             match msg {
                 Msg::Changed => look = true,
                 Msg::Metrics(generation, metrics) => app.receive_metrics(generation, metrics),
+                Msg::Counted(cache) => app.counted(*cache),
                 Msg::PolicyChanged => {
                     if let Some(path) = policy {
                         reload_policy(&mut app, path);
@@ -212,6 +215,21 @@ fn copy(text: &str) {
     let mut out = std::io::stdout();
     let _ = write!(out, "\x1b]52;c;{encoded}\x07");
     let _ = out.flush();
+}
+
+/// Counts the tokens of the session the inspector opens on, on a thread of
+/// its own, so that the first frame shows at once and keys work meanwhile.
+fn count_off_the_input_path(app: &App, tx: mpsc::Sender<Msg>) {
+    let (log, session, choice) = app.counting_job();
+    std::thread::spawn(move || {
+        let mut cache = crate::analysis::ProjectionCache::default();
+        let session = &log.sessions[session];
+        let first = session.calls.iter().min_by_key(|c| c.id);
+        if let Some(policy) = first.and_then(|call| cache.policy(&choice, call).ok()) {
+            cache.counts(session, policy.budget.encoding);
+        }
+        let _ = tx.send(Msg::Counted(Box::new(cache)));
+    });
 }
 
 /// The worker that replays every call for the metrics strip off the input
