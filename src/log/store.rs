@@ -217,11 +217,15 @@ impl Store {
             tx.query_row("SELECT max(rowid) FROM events", [], |r| r.get(0))?;
         if let Some(newest) = newest.filter(|&n| self.cursor.event_rowid < Some(n)) {
             let from = self.cursor.event_rowid.unwrap_or(i64::MIN);
-            let (events, notes) = self.read_events(&tx, from, newest, budget)?;
-            changes.events = events.len();
+            let (parts, notes) = self.read_events(&tx, from, newest, budget)?;
+            changes.events = parts.iter().map(Vec::len).sum();
             log.notes.extend(notes);
-            for event in events {
-                push_event(log, event);
+            reserve_events(log, &parts);
+            // Part by part, so each is freed once moved.
+            for part in parts {
+                for event in part {
+                    push_event(log, event);
+                }
             }
             self.cursor.event_rowid = Some(newest);
         }
@@ -299,11 +303,12 @@ impl Store {
         after: i64,
         upto: i64,
         budget: &Budget,
-    ) -> Result<(Vec<Event>, Vec<LoadNote>), ReadError> {
+    ) -> Result<(Vec<Vec<Event>>, Vec<LoadNote>), ReadError> {
         const SPLIT_ABOVE: i64 = 20_000;
         let span = upto.saturating_sub(after.max(0));
         if span < SPLIT_ABOVE {
-            return read_event_range(conn, after, upto, budget);
+            let (events, notes) = read_event_range(conn, after, upto, budget)?;
+            return Ok((vec![events], notes));
         }
         let middle = upto - span / 2;
         let helper = open_read_only(&self.path).map_err(ReadError::Log)?;
@@ -312,11 +317,10 @@ impl Store {
             let first = read_event_range(conn, after, middle, budget);
             (first, second.join())
         });
-        let (mut events, mut notes) = first?;
+        let (events, mut notes) = first?;
         let (more, more_notes) = second.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-        events.extend(more);
         notes.extend(more_notes);
-        Ok((events, notes))
+        Ok((vec![events, more], notes))
     }
 
     /// SQLite's `data_version`: changes when another connection commits.
@@ -353,7 +357,9 @@ fn read_event_range(
          FROM events WHERE rowid > ?1 AND rowid <= ?2 ORDER BY rowid",
     )?;
     let mut rows = stmt.query([after, upto])?;
-    let (mut events, mut notes) = (Vec::new(), Vec::new());
+    // Rowids are dense in a log that is only appended to: room for all at once.
+    let room = usize::try_from(upto.saturating_sub(after)).map_or(0, |n| n.min(1 << 20));
+    let (mut events, mut notes) = (Vec::with_capacity(room), Vec::new());
     while let Some(row) = rows.next()? {
         let kind_text = row.get_ref(4)?.as_str()?;
         let kind = Kind::parse(kind_text);
@@ -382,6 +388,20 @@ fn read_event_range(
         events.push(event);
     }
     Ok((events, notes))
+}
+
+/// Makes room in each session for its events among `parts`, so that its
+/// list is not grown (and copied) again and again while they are pushed.
+fn reserve_events(log: &mut Log, parts: &[Vec<Event>]) {
+    let mut counts: std::collections::HashMap<&str, usize> = Default::default();
+    for event in parts.iter().flatten() {
+        *counts.entry(&event.session_id).or_default() += 1;
+    }
+    for (id, n) in counts {
+        if log.position(id).is_some() {
+            log.session_mut(id).events.reserve_exact(n);
+        }
+    }
 }
 
 fn push_event(log: &mut Log, event: Event) {
