@@ -15,6 +15,7 @@ pub mod fuzzing;
 pub mod import;
 pub mod log;
 pub mod model;
+pub mod paths;
 pub mod policy;
 pub mod proxy;
 pub mod record;

@@ -662,7 +662,7 @@ fn ctxlens_src_imports_into_the_cache_once_and_names_bad_input() {
     let src = dir.path().join("session.jsonl");
     std::fs::copy(fixture("codex-compacted.jsonl"), &src).unwrap();
     let path = ctxlens::import::cache_path(&src).unwrap();
-    assert!(path.starts_with(ctxlens::import::cache_dir()));
+    assert!(path.starts_with(ctxlens::paths::cache_dir()));
     // The cache directory comes from XDG_CACHE_HOME, never beside the source.
     // SAFETY: this test's process sets it before reading it, and no other test reads it.
     unsafe { std::env::set_var("XDG_CACHE_HOME", &cache) };

@@ -70,7 +70,7 @@ pub fn cached(src: &Path) -> anyhow::Result<PathBuf> {
     let format = import::detect(src)?;
     let cached = import::cache_path(src)?;
     if !cached.exists() {
-        std::fs::create_dir_all(import::cache_dir())?;
+        std::fs::create_dir_all(crate::paths::cache_dir())?;
         let report = import_showing_progress(format, src, &cached)?;
         for warning in &report.warnings {
             say_err!("ctxlens: {warning}");

@@ -1193,24 +1193,6 @@ pub(crate) fn rfc3339(epoch: i64) -> String {
         .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".into())
 }
 
-/// Where `ctxlens SRC` keeps its imports: the user's cache directory.
-pub fn cache_dir() -> PathBuf {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|home| {
-                let home = PathBuf::from(home);
-                if cfg!(target_os = "macos") {
-                    home.join("Library/Caches")
-                } else {
-                    home.join(".cache")
-                }
-            })
-        })
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("ctxlens")
-}
-
 /// The cached import of `src`: named after its path, size and modification
 /// time (of every file, for a folder), so a changed source imports again.
 pub fn cache_path(src: &Path) -> anyhow::Result<PathBuf> {
@@ -1229,7 +1211,7 @@ pub fn cache_path(src: &Path) -> anyhow::Result<PathBuf> {
     let stem = canonical
         .file_stem()
         .map_or("import".into(), |s| s.to_string_lossy().into_owned());
-    Ok(cache_dir().join(format!("{stem}-{:016x}.db", hasher.finish())))
+    Ok(crate::paths::cache_dir().join(format!("{stem}-{:016x}.db", hasher.finish())))
 }
 
 /// Hashes the size and modification time of `path` and, for a folder, of
