@@ -1,17 +1,20 @@
-//! Token estimates: one interface over tiktoken's `o200k_base` and
-//! `cl100k_base` and the `chars4` heuristic, with a cache so nothing is
-//! counted twice in a process. These are estimates; what a provider reported
-//! lives in `model::Usage` and is never mixed with them.
+//! Token estimates: one interface over OpenAI's `o200k_base` and
+//! `cl100k_base` and the `chars4` heuristic, with a cache by content so no
+//! text is counted twice in a process. These are estimates; what a provider
+//! reported lives in `model::Usage` and is never mixed with them.
 
-use std::collections::HashMap;
+mod bpe;
+
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Event, Summary};
+use crate::model::Event;
 
 /// A tokenizer a policy can name (`budget.encoding`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -40,10 +43,11 @@ impl Encoding {
     /// The number of tokens `text` takes in this encoding.
     ///
     /// Text longer than [`CHUNK_BYTES`] is counted in chunks (see [`chunks`]),
-    /// so the cost stays linear in its size: tiktoken's cost grows faster than
-    /// that on one long run without whitespace (a 10 MB line of letters took
-    /// 17 seconds and half a gigabyte). Text with spaces counts exactly as a
-    /// whole; a run without any loses or gains at most a token or two per chunk.
+    /// so the cost stays bounded on one long run without whitespace (where
+    /// tiktoken's grows faster than linearly: a 10 MB line of letters took it
+    /// 17 seconds), and a long text is counted on all cores. Text with spaces
+    /// counts exactly as a whole; a run without any loses or gains at most a
+    /// token or two per chunk.
     pub fn count(self, text: &str) -> usize {
         if self == Encoding::Chars4 {
             return text.chars().count().div_ceil(4);
@@ -59,11 +63,12 @@ impl Encoding {
         }
     }
 
-    /// tiktoken's count of `text` in one go, however long.
+    /// The count of `text` in one go, however long: the count tiktoken
+    /// gives (`count_ordinary`, special tokens taken as text).
     pub fn count_whole(self, text: &str) -> usize {
         match self {
-            Encoding::O200kBase => tiktoken_rs::o200k_base_singleton().count_ordinary(text),
-            Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton().count_ordinary(text),
+            Encoding::O200kBase => bpe::o200k_base().count(text),
+            Encoding::Cl100kBase => bpe::cl100k_base().count(text),
             Encoding::Chars4 => text.chars().count().div_ceil(4),
         }
     }
@@ -86,7 +91,7 @@ impl FromStr for Encoding {
     }
 }
 
-/// The longest text tiktoken counts in one go: longer text is counted in
+/// The longest text counted in one go: longer text is counted in
 /// chunks of at most this many bytes.
 pub const CHUNK_BYTES: usize = 16 << 10;
 
@@ -96,7 +101,7 @@ const PARALLEL_BYTES: usize = 1 << 20;
 /// `text` cut into consecutive chunks of at most `max` bytes (`max` >= 8),
 /// each ending where a tokenizer would end a piece anyway where it can: just
 /// before a space that follows a character other than whitespace. Both
-/// tiktoken encodings start a new piece there (a space only ever opens a piece
+/// encodings start a new piece there (a space only ever opens a piece
 /// or continues a run of whitespace), so text with such a space in the back
 /// half of every chunk counts exactly as it does whole. Where a chunk has
 /// none, it ends at the last character boundary within `max` bytes. Every
@@ -142,17 +147,19 @@ fn floor_boundary(text: &str, at: usize) -> usize {
         .unwrap_or(text.len())
 }
 
-/// What a cached count belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TokenKey {
-    Event(i64),
-    Summary(i64),
+/// A 128-bit hash of a text: what its count is kept under.
+pub type Hash = u128;
+
+/// The hash a text's count is kept under (xxh3): two texts of a cache
+/// share one with a chance of about 2^-128 per pair.
+pub fn hash(text: &str) -> Hash {
+    xxhash_rust::xxh3::xxh3_128(text.as_bytes())
 }
 
-/// Counts per (item, encoding), filled once per process.
+/// Counts by (encoding, content hash), filled once per process.
 #[derive(Debug, Default)]
 pub struct TokenCache {
-    counts: HashMap<(TokenKey, Encoding), u32>,
+    counts: HashMap<(Encoding, Hash), u32>,
 }
 
 /// Text larger than this gets a progress bar while it is counted.
@@ -163,51 +170,59 @@ impl TokenCache {
         TokenCache::default()
     }
 
-    /// The count for one item, counting it on first use.
-    pub fn count(&mut self, encoding: Encoding, key: TokenKey, text: &str) -> u32 {
-        *self
-            .counts
-            .entry((key, encoding))
-            .or_insert_with(|| saturate(encoding.count(text)))
+    /// The count of one text, counting it on first use.
+    pub fn count(&mut self, encoding: Encoding, text: &str) -> u32 {
+        self.count_all(encoding, &[text])[0]
     }
 
-    pub fn event(&mut self, encoding: Encoding, event: &Event) -> u32 {
-        self.count(encoding, TokenKey::Event(event.seq), &event.content)
+    /// A count this cache holds already.
+    pub fn get(&self, encoding: Encoding, text: &str) -> Option<u32> {
+        self.counts.get(&(encoding, hash(text))).copied()
     }
 
-    pub fn summary(&mut self, encoding: Encoding, summary: &Summary) -> u32 {
-        self.count(encoding, TokenKey::Summary(summary.id), &summary.content)
-    }
-
-    /// A count already in the cache.
-    pub fn get(&self, encoding: Encoding, key: TokenKey) -> Option<u32> {
-        self.counts.get(&(key, encoding)).copied()
-    }
-
-    /// Counts every event not yet counted, on all cores, with a progress bar on
-    /// a terminal when there is a lot of text. Returns the total of all `events`.
-    pub fn count_events(&mut self, encoding: Encoding, events: &[Event]) -> u64 {
-        let missing: Vec<&Event> = events
-            .iter()
-            .filter(|e| self.get(encoding, TokenKey::Event(e.seq)).is_none())
+    /// The count of each of `texts`: from this cache, else counted on all
+    /// cores (with a progress bar on a terminal when there is a lot of text)
+    /// and kept.
+    pub fn count_all(&mut self, encoding: Encoding, texts: &[&str]) -> Vec<u32> {
+        if encoding == Encoding::Chars4 {
+            // Cheaper to count than to look up.
+            return texts.iter().map(|t| saturate(encoding.count(t))).collect();
+        }
+        let hashes: Vec<Hash> = texts.par_iter().map(|t| hash(t)).collect();
+        let mut seen = HashSet::new();
+        let missing: Vec<usize> = (0..texts.len())
+            .filter(|&i| {
+                !self.counts.contains_key(&(encoding, hashes[i])) && seen.insert(hashes[i])
+            })
             .collect();
-        let bytes: usize = missing.iter().map(|e| e.content.len()).sum();
+        let bytes: usize = missing.iter().map(|&i| texts[i].len()).sum();
         let progress = progress_bar(bytes as u64, encoding);
-        let counted: Vec<(i64, u32)> = missing
+        let counted: Vec<(Hash, u32)> = missing
             .par_iter()
-            .map(|e| {
-                let n = saturate(encoding.count(&e.content));
-                progress.inc(e.content.len() as u64);
-                (e.seq, n)
+            .map(|&i| {
+                let tokens = saturate(encoding.count(texts[i]));
+                progress.inc(texts[i].len() as u64);
+                (hashes[i], tokens)
             })
             .collect();
         progress.finish_and_clear();
-        for (seq, n) in counted {
-            self.counts.insert((TokenKey::Event(seq), encoding), n);
-        }
-        events
+        self.counts.extend(
+            counted
+                .into_iter()
+                .map(|(h, tokens)| ((encoding, h), tokens)),
+        );
+        hashes
             .iter()
-            .map(|e| u64::from(self.get(encoding, TokenKey::Event(e.seq)).unwrap_or(0)))
+            .map(|h| self.counts.get(&(encoding, *h)).copied().unwrap_or(0))
+            .collect()
+    }
+
+    /// Counts every event (see [`TokenCache::count_all`]); returns their total.
+    pub fn count_events(&mut self, encoding: Encoding, events: &[Event]) -> u64 {
+        let texts: Vec<&str> = events.iter().map(|e| e.content.as_str()).collect();
+        self.count_all(encoding, &texts)
+            .into_iter()
+            .map(u64::from)
             .sum()
     }
 }
@@ -218,16 +233,16 @@ fn saturate(n: usize) -> u32 {
 
 /// Whether token counting may draw its progress bar: not under the
 /// inspector, which owns the screen (it says "counting tokens" itself).
-static PROGRESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+static PROGRESS: AtomicBool = AtomicBool::new(true);
 
 /// No progress bar from here on (the inspector calls this before it draws).
 pub fn hide_progress() {
-    PROGRESS.store(false, std::sync::atomic::Ordering::Relaxed);
+    PROGRESS.store(false, Ordering::Relaxed);
 }
 
 /// A progress bar on stderr when it is a terminal and the work is large; hidden otherwise.
 fn progress_bar(bytes: u64, encoding: Encoding) -> ProgressBar {
-    let shown = PROGRESS.load(std::sync::atomic::Ordering::Relaxed);
+    let shown = PROGRESS.load(Ordering::Relaxed);
     if !shown || bytes < PROGRESS_BYTES as u64 || encoding == Encoding::Chars4 {
         return ProgressBar::hidden();
     }

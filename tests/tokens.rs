@@ -1,7 +1,7 @@
 //! Token estimates: the three encodings, the cache, parallel counting.
 
 use ctxlens::model::{Event, Kind};
-use ctxlens::tokens::{Encoding, TokenCache, TokenKey};
+use ctxlens::tokens::{Encoding, TokenCache};
 
 fn event(seq: i64, content: String) -> Event {
     Event {
@@ -69,26 +69,30 @@ fn parallel_counting_fills_the_cache_with_the_sequential_counts() {
             .map(|e| encoding.count(&e.content) as u64)
             .sum();
         assert_eq!(total, sequential, "{encoding}");
+        // chars4 is cheaper to count again than to look up: never kept.
+        let kept =
+            |e: &Event| (encoding != Encoding::Chars4).then(|| encoding.count(&e.content) as u32);
         for e in &events {
-            assert_eq!(
-                cache.get(encoding, TokenKey::Event(e.seq)),
-                Some(encoding.count(&e.content) as u32)
-            );
+            assert_eq!(cache.get(encoding, &e.content), kept(e));
         }
     }
 }
 
 #[test]
-fn a_cached_count_is_not_counted_again() {
+fn counts_are_kept_by_text_not_by_event() {
     let mut cache = TokenCache::new();
-    let e = event(
-        1,
-        "twelve words of text that the cache will remember for us".into(),
-    );
-    let first = cache.event(Encoding::O200kBase, &e);
-    // The cache is keyed by the event, so a changed text under the same seq keeps
-    // the first count: proof that the second call did not count.
-    let changed = event(1, String::new());
-    assert_eq!(cache.event(Encoding::O200kBase, &changed), first);
-    assert_eq!(cache.event(Encoding::Chars4, &changed), 0);
+    let text = "twelve words of text that the cache will remember for us";
+    let events = [
+        event(1, text.into()),
+        event(2, text.into()),
+        event(3, "".into()),
+    ];
+    let total = cache.count_events(Encoding::O200kBase, &events);
+    let one = Encoding::O200kBase.count(text) as u64;
+    assert_eq!(total, 2 * one);
+    // Two events with one text share one count; each encoding has its own.
+    assert_eq!(cache.get(Encoding::O200kBase, text), Some(one as u32));
+    assert_eq!(cache.get(Encoding::Cl100kBase, text), None);
+    assert_eq!(cache.get(Encoding::O200kBase, "another text"), None);
+    assert_eq!(cache.count(Encoding::O200kBase, ""), 0);
 }

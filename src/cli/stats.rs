@@ -143,15 +143,18 @@ fn session_cost(s: &SessionLog, prices: &Prices, projections: &mut ProjectionCac
 }
 
 fn session_stats(s: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> SessionStats {
-    let total = cache.count_events(encoding, &s.events);
+    let texts: Vec<&str> = s.events.iter().map(|e| e.content.as_str()).collect();
+    let counts = cache.count_all(encoding, &texts);
+    let total = counts.iter().copied().map(u64::from).sum();
     let mut by_kind = BTreeMap::new();
-    for e in &s.events {
-        *by_kind.entry(e.kind.as_str()).or_insert(0) += u64::from(cache.event(encoding, e));
+    for (e, &tokens) in s.events.iter().zip(&counts) {
+        *by_kind.entry(e.kind.as_str()).or_insert(0) += u64::from(tokens);
     }
-    let summaries = s
-        .summaries
-        .iter()
-        .map(|summary| u64::from(cache.summary(encoding, summary)))
+    let texts: Vec<&str> = s.summaries.iter().map(|s| s.content.as_str()).collect();
+    let summaries = cache
+        .count_all(encoding, &texts)
+        .into_iter()
+        .map(u64::from)
         .sum();
     let mut reported = Reported::default();
     for call in s.calls.iter().filter(|c| c.usage.input_tokens.is_some()) {

@@ -41,19 +41,16 @@ type Altered = HashMap<(usize, Option<Cut>), Option<u32>>;
 impl Counts {
     /// Counts every event and summary of `session`, through the cache.
     pub fn new(session: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> Counts {
-        cache.count_events(encoding, &session.events);
+        let events: Vec<&str> = session.events.iter().map(|e| e.content.as_str()).collect();
+        let summaries: Vec<&str> = session
+            .summaries
+            .iter()
+            .map(|s| s.content.as_str())
+            .collect();
         Counts {
             encoding,
-            events: session
-                .events
-                .iter()
-                .map(|e| cache.event(encoding, e))
-                .collect(),
-            summaries: session
-                .summaries
-                .iter()
-                .map(|s| cache.summary(encoding, s))
-                .collect(),
+            events: cache.count_all(encoding, &events),
+            summaries: cache.count_all(encoding, &summaries),
             chars: session
                 .events
                 .iter()
