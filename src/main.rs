@@ -313,6 +313,8 @@ fn main() -> ExitCode {
     {
         return cli::exit(Err(e));
     }
+    // Token counts are kept across runs in the user's cache directory.
+    ctxlens::tokens::use_persistent_cache();
     let result = match (args.command, args.log) {
         (Some(Command::Check { log, json }), _) => cli::check::run(&log, json),
         (
@@ -477,6 +479,8 @@ fn main() -> ExitCode {
             Ok(cli::Outcome::Usage)
         }
     };
+    // Closed, the cache folds its write-ahead log back into its file.
+    ctxlens::tokens::close_persistent_cache();
     cli::exit(result)
 }
 

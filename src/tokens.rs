@@ -1,20 +1,24 @@
 //! Token estimates: one interface over OpenAI's `o200k_base` and
 //! `cl100k_base` and the `chars4` heuristic, with a cache by content so no
-//! text is counted twice in a process. These are estimates; what a provider
+//! text is counted twice in a process (nor, with the persistent cache on,
+//! across processes: see [`store`]). These are estimates; what a provider
 //! reported lives in `model::Usage` and is never mixed with them.
 
 mod bpe;
+pub mod store;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::model::Event;
+use store::Store;
 
 /// A tokenizer a policy can name (`budget.encoding`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -156,7 +160,8 @@ pub fn hash(text: &str) -> Hash {
     xxhash_rust::xxh3::xxh3_128(text.as_bytes())
 }
 
-/// Counts by (encoding, content hash), filled once per process.
+/// Counts by (encoding, content hash), filled once per process, and backed
+/// by the persistent cache when [`use_persistent_cache`] turned it on.
 #[derive(Debug, Default)]
 pub struct TokenCache {
     counts: HashMap<(Encoding, Hash), u32>,
@@ -180,9 +185,9 @@ impl TokenCache {
         self.counts.get(&(encoding, hash(text))).copied()
     }
 
-    /// The count of each of `texts`: from this cache, else counted on all
-    /// cores (with a progress bar on a terminal when there is a lot of text)
-    /// and kept.
+    /// The count of each of `texts`: from this cache, else from the
+    /// persistent one, else counted on all cores (with a progress bar on a
+    /// terminal when there is a lot of text) and kept in both.
     pub fn count_all(&mut self, encoding: Encoding, texts: &[&str]) -> Vec<u32> {
         if encoding == Encoding::Chars4 {
             // Cheaper to count than to look up.
@@ -190,11 +195,22 @@ impl TokenCache {
         }
         let hashes: Vec<Hash> = texts.par_iter().map(|t| hash(t)).collect();
         let mut seen = HashSet::new();
-        let missing: Vec<usize> = (0..texts.len())
+        let mut missing: Vec<usize> = (0..texts.len())
             .filter(|&i| {
                 !self.counts.contains_key(&(encoding, hashes[i])) && seen.insert(hashes[i])
             })
             .collect();
+        if !missing.is_empty() {
+            let wanted: Vec<Hash> = missing.iter().map(|&i| hashes[i]).collect();
+            if let Some(found) = with_store(|store| store.get(encoding, &wanted)) {
+                for (&i, tokens) in missing.iter().zip(found) {
+                    if let Some(tokens) = tokens {
+                        self.counts.insert((encoding, hashes[i]), tokens);
+                    }
+                }
+                missing.retain(|&i| !self.counts.contains_key(&(encoding, hashes[i])));
+            }
+        }
         let bytes: usize = missing.iter().map(|&i| texts[i].len()).sum();
         let progress = progress_bar(bytes as u64, encoding);
         let counted: Vec<(Hash, u32)> = missing
@@ -206,6 +222,7 @@ impl TokenCache {
             })
             .collect();
         progress.finish_and_clear();
+        with_store(|store| store.put(encoding, &counted));
         self.counts.extend(
             counted
                 .into_iter()
@@ -225,6 +242,54 @@ impl TokenCache {
             .map(u64::from)
             .sum()
     }
+}
+
+/// Whether counts go to the persistent cache: off unless the program asks.
+static PERSIST: AtomicBool = AtomicBool::new(false);
+
+/// The persistent cache, opened on first use; `None` when it cannot be (or
+/// stopped working): counting then goes on in memory.
+static STORE: OnceLock<Mutex<Option<Store>>> = OnceLock::new();
+
+/// From here on, counts are kept in (and taken from) the persistent cache in
+/// the user's cache directory, unless `CTXLENS_TOKEN_CACHE=off`. The binary
+/// calls this first thing; a library user may.
+pub fn use_persistent_cache() {
+    PERSIST.store(true, Ordering::Relaxed);
+}
+
+/// Closes the persistent cache; counting goes on in memory from here on.
+pub fn close_persistent_cache() {
+    if let Some(Ok(mut held)) = STORE.get().map(Mutex::lock) {
+        held.take();
+    }
+}
+
+fn open_store() -> Option<Store> {
+    if std::env::var_os("CTXLENS_TOKEN_CACHE").is_some_and(|v| v == "off") {
+        return None;
+    }
+    Store::open(&crate::paths::cache_dir())
+}
+
+/// `f` on the persistent cache, if it is on and open. A cache found corrupt
+/// is replaced by an empty one; one that fails otherwise (read-only, busy
+/// for too long) is let go for the rest of the process.
+fn with_store<T>(f: impl FnOnce(&Store) -> rusqlite::Result<T>) -> Option<T> {
+    if !PERSIST.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut held = STORE.get_or_init(|| Mutex::new(open_store())).lock().ok()?;
+    let error = match f(held.as_ref()?) {
+        Ok(out) => return Some(out),
+        Err(e) => e,
+    };
+    let path = held.take().map(|store| store.path().to_path_buf());
+    if let Some(path) = path.filter(|_| store::is_corrupt(&error)) {
+        store::remove(&path);
+        *held = open_store();
+    }
+    None
 }
 
 fn saturate(n: usize) -> u32 {

@@ -227,17 +227,14 @@ fn a_transcript_opens_through_the_cache_and_is_followed_as_it_grows() {
     };
     let screen = tmux.wait_for("no model calls recorded", true);
     assert!(screen.contains("history · 4 events"), "{screen}");
-    // The imported log is in the cache, not beside the transcript.
-    // (A log in WAL mode has its -wal and -shm beside it while it is read.)
+    // The imported log is in the cache (beside the token cache), not beside
+    // the transcript. (A log in WAL mode has its -wal and -shm beside it
+    // while it is read.)
     let cached: Vec<_> = std::fs::read_dir(cache.join("ctxlens"))
         .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "db")
-        })
+        .map(|e| e.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|x| x == "db"))
+        .filter(|path| !path.ends_with(ctxlens::tokens::store::FILE))
         .collect();
     assert_eq!(cached.len(), 1);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
