@@ -13,6 +13,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+use foldhash::fast::FixedState;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -164,7 +165,8 @@ pub fn hash(text: &str) -> Hash {
 /// by the persistent cache when [`use_persistent_cache`] turned it on.
 #[derive(Debug, Default)]
 pub struct TokenCache {
-    counts: HashMap<(Encoding, Hash), u32>,
+    // Keys are hashes already: a fast hash of them is as good as SipHash.
+    counts: HashMap<(Encoding, Hash), u32, FixedState>,
 }
 
 /// Text larger than this gets a progress bar while it is counted.
@@ -194,7 +196,7 @@ impl TokenCache {
             return texts.iter().map(|t| saturate(encoding.count(t))).collect();
         }
         let hashes: Vec<Hash> = texts.par_iter().map(|t| hash(t)).collect();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::with_hasher(FixedState::default());
         let mut missing: Vec<usize> = (0..texts.len())
             .filter(|&i| {
                 !self.counts.contains_key(&(encoding, hashes[i])) && seen.insert(hashes[i])
