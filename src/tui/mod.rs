@@ -34,25 +34,42 @@ const POLL: Duration = Duration::from_secs(1);
 /// before the screen changes; the terminal is restored on every way out.
 pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<Outcome> {
     let mut store = Store::open(path)?;
-    let log = Arc::new(store.load()?);
-    if log.sessions.is_empty() {
-        anyhow::bail!("{}: the log has no sessions to inspect", path.display());
-    }
+    let load = |store: &mut Store| -> anyhow::Result<Arc<crate::model::Log>> {
+        let log = store.load()?;
+        if log.sessions.is_empty() {
+            anyhow::bail!("{}: the log has no sessions to inspect", path.display());
+        }
+        Ok(Arc::new(log))
+    };
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        // What is wrong with the log is said first.
+        load(&mut store)?;
         anyhow::bail!(
             "the inspector needs a terminal; for text, use `ctxlens stats|check|project|replay {}`",
             path.display()
         );
     }
-    let activity = crate::cli::activity(&store, &log);
     let policy_file = policy.map(read_policy).transpose()?;
-    let (tx, rx) = mpsc::channel();
-    let tail = Tail::start(path, store, tx.clone(), policy)?;
-    let worker = spawn_worker(tx.clone());
-    let tx_counts = tx.clone();
     // Nothing draws over the inspector: it says what it is counting itself.
     crate::display::hide_progress();
+    // A first frame before the log is read; the screen is given back before any error.
     let mut terminal = ratatui::try_init()?;
+    terminal.draw(|frame| render::loading(frame, &path.display().to_string()))?;
+    let (tx, rx) = mpsc::channel();
+    let started = load(&mut store).and_then(|log| {
+        let activity = crate::cli::activity(&store, &log);
+        let tail = Tail::start(path, store, tx.clone(), policy)?;
+        Ok((log, activity, tail))
+    });
+    let (log, activity, tail) = match started {
+        Ok(started) => started,
+        Err(error) => {
+            ratatui::try_restore()?;
+            return Err(error);
+        }
+    };
+    let worker = spawn_worker(tx.clone());
+    let tx_counts = tx.clone();
     // ratatui's own panic hook restores the screen; mouse capture is ours to undo.
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

@@ -136,6 +136,12 @@ pub fn disposition(app: &App, ix: usize) -> Disposition {
 }
 
 /// Draws the whole screen.
+/// The frame shown while the log is read, before anything else is known.
+pub fn loading(frame: &mut Frame, path: &str) {
+    let line = format!(" {} · reading the log…", display::escape(path));
+    frame.render_widget(Paragraph::new(line), frame.area());
+}
+
 pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
     // The metrics strip needs room: on short terminals it is its token row only.
     let why_height = u16::from(app.why.is_some());
