@@ -196,16 +196,18 @@ fn bench_log(c: &mut Criterion, log: &Path, label: &str, presets: bool) {
     group.finish();
 }
 
-/// The inspector in tmux at 160x48: from its start to the first frame, and
-/// to the projection on screen (counts warm), with its peak memory once the
+/// The inspector in tmux at 160x48: from its start to the first frame, to
+/// the history on screen, and to the projection on screen (counts warm), with its peak memory once the
 /// metrics strip is drawn too.
 fn inspector(group: &mut BenchmarkGroup<WallTime>, log: &Path, cache: &Path) {
     if Command::new("tmux").arg("-V").output().is_err() {
         eprintln!("skipping the inspector's figures: tmux is not installed");
         return;
     }
+    let file = log.file_name().unwrap().to_string_lossy().into_owned();
     for (name, shown) in [
-        ("inspector: first frame", "history"),
+        ("inspector: first frame", file.as_str()),
+        ("inspector: history on screen", "history"),
         (
             "inspector: projection on screen, counts warm",
             "estimated /",
