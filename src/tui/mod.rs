@@ -30,8 +30,10 @@ use render::Theme;
 /// How often the log is looked at even when the watcher says nothing.
 const POLL: Duration = Duration::from_secs(1);
 
-/// Opens the inspector on `path`. A log that cannot be loaded is reported
-/// before the screen changes; the terminal is restored on every way out.
+/// Opens the inspector on `path`: a first frame at once, then the log. A log
+/// that cannot be opened is reported before the screen changes, one that
+/// cannot be read once the screen is given back; the terminal is restored
+/// on every way out.
 pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<Outcome> {
     let mut store = Store::open(path)?;
     let load = |store: &mut Store| -> anyhow::Result<Arc<crate::model::Log>> {
