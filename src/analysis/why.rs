@@ -624,7 +624,7 @@ fn why_lost(
                 earlier.map_or(String::new(), |v| format!(" (v{v} did)"))
             )
         }
-        None => format!("seq {}: {}", event.seq, slot.why.words(event)),
+        None => format!("seq {}: {}", event.seq, p.reason(ix)),
     };
     Lost {
         call: p.call.id,

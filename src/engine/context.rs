@@ -133,12 +133,14 @@ impl Counts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Why {
     Kept,
+    /// Older than `keep_turns` turns; its age is the call's turn less its
+    /// own, so the reason stays the same from call to call.
     Age {
-        age: i64,
         keep_turns: u64,
     },
+    /// Past the newest `keep_last` results of its tool; how many newer
+    /// ones the call saw is read from the call.
     Count {
-        newer: u64,
         keep_last: u64,
     },
     NeverEvict,
@@ -154,27 +156,23 @@ pub enum Why {
     WithPair {
         seq: i64,
     },
-    Summary {
-        version: i64,
-        span: Span,
-    },
-    Placeholder {
-        span: Span,
-    },
-    Pinned {
-        span: Span,
-    },
-    /// A user message kept verbatim inside a summarized span (preserve-user).
+    /// Covered by the recorded summary the call sends (its version and span
+    /// are read from the call).
+    Summary,
+    /// Over target with no recorded summary for the span the call's
+    /// placeholder stands for.
+    Placeholder,
+    /// A never_evict pair kept verbatim after what stands for the oldest span.
+    Pinned,
+    /// A user message kept verbatim inside the summarized span (preserve-user).
     UserKept {
-        span: Span,
         max_user_tokens: u64,
     },
     /// Truncated or elided by tiered phase 1, 2 or 3, which starts at `from`
-    /// percent of the target; the context was at `percent`.
+    /// percent of the target (how full the context was is read from the call).
     Tier {
         phase: u8,
         from: u64,
-        percent: u64,
     },
     /// Older than the newest `keep_recent` events and longer than `limit` characters.
     Structural {
@@ -238,15 +236,36 @@ pub enum Why {
     BadRecord,
 }
 
+/// What a reason's words read of the call it was given at, so that the
+/// reason itself stays the same from call to call: the call's turn (a
+/// result's age), how many newer results of the event's tool it saw, how
+/// full its context was against the target, and the summary or placeholder
+/// it sends for the oldest span.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct At {
+    pub turn: i64,
+    pub newer: u64,
+    pub percent: u64,
+    pub stand: Option<Span>,
+    /// The version of the recorded summary the call sends, if it sends one.
+    pub version: i64,
+}
+
 impl Why {
-    /// The reason in words, for the event it was given to.
-    pub fn words(&self, event: &Event) -> String {
+    /// The reason in words, for the event it was given to at the call `at`.
+    pub fn words(&self, event: &Event, at: &At) -> String {
         let tool = event.tool_name.as_deref().unwrap_or("tool");
+        let stand = at.stand.unwrap_or(Span {
+            from_seq: 0,
+            to_seq: 0,
+        });
         match *self {
             Why::Kept => String::new(),
-            Why::Age { age, keep_turns } => format!("age {age} > keep_turns {keep_turns}"),
-            Why::Count { newer, keep_last } => {
-                format!("{newer} newer {tool} results, keep_last {keep_last}")
+            Why::Age { keep_turns } => {
+                format!("age {} > keep_turns {keep_turns}", at.turn - event.turn)
+            }
+            Why::Count { keep_last } => {
+                format!("{} newer {tool} results, keep_last {keep_last}", at.newer)
             }
             Why::NeverEvict => format!("{tool} is never_evict"),
             Why::WindowTurns { turn, max_turns } => {
@@ -256,36 +275,32 @@ impl Why {
                 format!("turn {turn} does not fit in max_tokens {max_tokens}")
             }
             Why::WithPair { seq } => format!("goes with its pair, seq {seq}"),
-            Why::Summary { version, span } => format!(
-                "covered by summary v{version} (seqs {}..{})",
-                span.from_seq, span.to_seq
+            Why::Summary => format!(
+                "covered by summary v{} (seqs {}..{})",
+                at.version, stand.from_seq, stand.to_seq
             ),
-            Why::Placeholder { span } => format!(
+            Why::Placeholder => format!(
                 "over target, and no recorded summary covers seqs {}..{}: a summary is needed",
-                span.from_seq, span.to_seq
+                stand.from_seq, stand.to_seq
             ),
-            Why::Pinned { span } => format!(
+            Why::Pinned => format!(
                 "{tool} is never_evict: kept verbatim after the summary of {}..{}",
-                span.from_seq, span.to_seq
+                stand.from_seq, stand.to_seq
             ),
-            Why::UserKept {
-                span,
-                max_user_tokens,
-            } => format!(
+            Why::UserKept { max_user_tokens } => format!(
                 "a user message of seqs {}..{}, kept within max_user_tokens {max_user_tokens}",
-                span.from_seq, span.to_seq
+                stand.from_seq, stand.to_seq
             ),
-            Why::Tier {
-                phase,
-                from,
-                percent,
-            } => {
+            Why::Tier { phase, from } => {
                 let what = match phase {
                     1 => "tool-result bodies are truncated",
                     2 => "assistant narrative is truncated",
                     _ => "tool results become one-line placeholders",
                 };
-                format!("the context is at {percent}% of its target: from {from}% {what}")
+                format!(
+                    "the context is at {}% of its target: from {from}% {what}",
+                    at.percent
+                )
             }
             Why::Structural { keep_recent, limit } => format!(
                 "older than the newest {keep_recent} events and longer than {limit} characters"

@@ -18,14 +18,14 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-pub use context::{Context, Counts, Cut, Slot, Why};
+pub use context::{At, Context, Counts, Cut, Slot, Why};
 pub use pretrim::{PreTrim, pretrim};
 pub use reducers::{Reducer, placeholder_text};
 pub use render::{Item, Projection, Row};
 pub use text::{cut_text, sent_text};
 pub use trigger::seconds;
 
-use crate::model::{Injection, ModelCall, SessionLog, Summary};
+use crate::model::{self, Injection, ModelCall, SessionLog, Summary};
 use crate::policy::{Budget, Policy, Preset};
 use crate::record::Sent;
 
@@ -127,6 +127,19 @@ pub enum Stand {
     Placeholder(Span),
     /// Text the engine made from the span itself (block's one-liners).
     Generated(Span),
+}
+
+impl Stand {
+    /// The span it stands for.
+    pub fn span(self, session: &SessionLog) -> Option<Span> {
+        match self {
+            Stand::Summary(ix) => session.summaries.get(ix).map(|s| Span {
+                from_seq: s.from_seq,
+                to_seq: s.to_seq,
+            }),
+            Stand::Placeholder(span) | Stand::Generated(span) => Some(span),
+        }
+    }
 }
 
 /// Something that went wrong at a call (docs/contract.md §5 `errors`).
@@ -231,6 +244,22 @@ impl<'a> Projected<'a> {
             Some(text) => std::borrow::Cow::Owned(text.to_string()),
             None => sent_text(event, &self.slots[ix], policy),
         }
+    }
+
+    /// What the reasons of this call's slots read of it (see `At`).
+    pub fn at(&self) -> At {
+        At {
+            turn: self.call.turn,
+            newer: 0,
+            percent: presets::tiered::percent(&self.budget, self.before_summary),
+            stand: self.stand.and_then(|s| s.span(self.session)),
+            version: self.summary().map_or(0, |s| s.version),
+        }
+    }
+
+    /// Why the event at `ix` was given its disposition, in words (empty when kept).
+    pub fn reason(&self, ix: usize) -> String {
+        reason(self.session, &self.slots, ix, self.at())
     }
 
     /// The recorded summary in use, if one is.
@@ -341,10 +370,7 @@ pub fn project<'a>(
     }
     // A compaction: what stands in for the oldest span changed, the block
     // moved, or a byte-rule preset or opencode's prune cut something.
-    let covers = |stand: Option<Stand>| match stand? {
-        Stand::Summary(ix) => session.summaries.get(ix).map(|s| (s.from_seq, s.to_seq)),
-        Stand::Placeholder(span) | Stand::Generated(span) => Some((span.from_seq, span.to_seq)),
-    };
+    let covers = |stand: Option<Stand>| stand?.span(session);
     let stand_moved =
         context.stand.is_some() && covers(context.stand) != covers(state.previous_stand);
     let cut = matches!(
@@ -364,6 +390,23 @@ pub fn project<'a>(
     projected.fired = fired;
     projected.compacted = compacted;
     Ok(projected)
+}
+
+/// Why the event at `ix` of `session` was given `slots[ix]` at the call
+/// `at`, in words (empty when kept).
+pub fn reason(session: &SessionLog, slots: &[Slot], ix: usize, mut at: At) -> String {
+    let (Some(slot), Some(event)) = (slots.get(ix), session.events.get(ix)) else {
+        return String::new();
+    };
+    if matches!(slot.why, Why::Count { .. }) {
+        at.newer = (ix + 1..slots.len())
+            .filter(|&j| {
+                session.events[j].kind == model::Kind::ToolResult
+                    && session.tool_of(j) == session.tool_of(ix)
+            })
+            .count() as u64;
+    }
+    slot.why.words(event, &at)
 }
 
 /// Keeps every event the policy pins verbatim (pinned, after what stands for

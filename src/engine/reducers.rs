@@ -56,12 +56,10 @@ impl Reducer for ToolResults<'_> {
                 Mode::Age => {
                     let age = call_turn - event.turn;
                     (age > rule.keep_turns as i64).then_some(Why::Age {
-                        age,
                         keep_turns: rule.keep_turns,
                     })
                 }
                 Mode::Count => (count_before >= rule.keep_last).then_some(Why::Count {
-                    newer: count_before,
                     keep_last: rule.keep_last,
                 }),
             };
@@ -240,11 +238,7 @@ pub(super) fn apply_summary(mut ctx: Context, ix: usize) -> Context {
         from_seq: summary.from_seq,
         to_seq: summary.to_seq,
     };
-    let why = Why::Summary {
-        version: summary.version,
-        span,
-    };
-    cover(&mut ctx, span, why);
+    cover(&mut ctx, span, Why::Summary);
     ctx.stand = Some(Stand::Summary(ix));
     ctx
 }
@@ -267,7 +261,7 @@ pub(super) fn cover(ctx: &mut Context, span: Span, why: Why) {
                 ix,
                 Status::Pinned,
                 ReducerName::Summary,
-                Why::Pinned { span },
+                Why::Pinned,
                 tokens,
             );
         } else {
@@ -348,7 +342,7 @@ fn needed_span(ctx: &Context, budget: &Budget, summarize_to: f64) -> Option<Span
 
 /// The context with a placeholder standing in for the summary `span` needs.
 pub(super) fn with_placeholder(mut ctx: Context, span: Span) -> Context {
-    cover(&mut ctx, span, Why::Placeholder { span });
+    cover(&mut ctx, span, Why::Placeholder);
     ctx.stand = Some(Stand::Placeholder(span));
     ctx.needs_summary = Some(span);
     ctx

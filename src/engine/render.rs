@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{CallError, ItemRef, PreTrim, Projected, Span, Status};
+use super::{At, CallError, ItemRef, PreTrim, Projected, Span, Status};
 use crate::policy::{Budget, Policy};
 use crate::record::Message;
 
@@ -61,17 +61,34 @@ impl Projected<'_> {
     /// The projection with every item's text, for printing.
     pub fn render(&self, policy: &Policy) -> Projection {
         let events = &self.session.events;
-        let rows = self
-            .slots
-            .iter()
-            .zip(events)
-            .map(|(slot, e)| Row {
-                seq: e.seq,
-                status: slot.status.as_str(),
-                reducer: slot.reducer.map(|r| r.as_str()),
-                reason: slot.reducer.map(|_| slot.why.words(e)),
+        let at = self.at();
+        // How many results of each tool are newer than each event, newest
+        // first, for the reasons of count mode.
+        let mut newer = vec![0u64; self.session.tool_names().len() + 1];
+        let mut rows: Vec<Row> = (0..self.slots.len())
+            .rev()
+            .map(|ix| {
+                let (slot, e) = (&self.slots[ix], &events[ix]);
+                let tool = self
+                    .session
+                    .tool_of(ix)
+                    .map_or(newer.len() - 1, usize::from);
+                let at = At {
+                    newer: newer[tool],
+                    ..at
+                };
+                if e.kind == crate::model::Kind::ToolResult {
+                    newer[tool] += 1;
+                }
+                Row {
+                    seq: e.seq,
+                    status: slot.status.as_str(),
+                    reducer: slot.reducer.map(|r| r.as_str()),
+                    reason: slot.reducer.map(|_| slot.why.words(e, &at)),
+                }
             })
             .collect();
+        rows.reverse();
         Projection {
             session: self.session.id().to_string(),
             call: self.call.id,

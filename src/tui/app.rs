@@ -7,7 +7,7 @@ use crate::analysis::cost::{self, CallCost, Prices, SessionCost};
 use crate::analysis::replay::{CallReplay, compare, record_messages, replay};
 use crate::analysis::why::{Fact, Trace, trace};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
-use crate::engine::{CallError, ItemRef, PreTrim, Slot, Span, Stand, sent_text};
+use crate::engine::{At, CallError, ItemRef, PreTrim, Slot, Span, Stand, sent_text};
 use crate::model::{Injection, Log, ModelCall, SessionLog};
 use crate::policy::{Budget, Policy};
 use crate::record::{Change, Message, Sent};
@@ -244,6 +244,8 @@ pub struct CallView {
     pub call: usize,
     pub policy: Policy,
     pub slots: Vec<Slot>,
+    /// What the slots' reasons read of the call.
+    pub at: At,
     pub order: Vec<ItemRef>,
     pub order_tokens: Vec<u64>,
     pub stand: Option<Stand>,
@@ -742,6 +744,7 @@ impl App {
                         stand_text,
                         pretrim,
                         tail_start_seq: p.tail_start_seq(),
+                        at: p.at(),
                         slots: p.slots,
                         order: p.order,
                         order_tokens: p.order_tokens,

@@ -944,15 +944,15 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
                     .map_or("-".into(), |s| thousands(s.tokens)),
             )));
             let slot = app.view.as_ref().and_then(|v| v.slots.get(ix));
-            let how = match slot.and_then(|s| s.reducer.map(|r| (r, s.why))) {
-                Some((reducer, why)) => format!(
+            let how = match (&app.view, slot.and_then(|s| s.reducer)) {
+                (Some(view), Some(reducer)) => format!(
                     "{} {} by {}: {}",
                     d.glyph(),
                     d.name(),
                     reducer.as_str(),
-                    why.words(e)
+                    crate::engine::reason(session, &view.slots, ix, view.at)
                 ),
-                None => format!("{} {}", d.glyph(), d.name()),
+                _ => format!("{} {}", d.glyph(), d.name()),
             };
             lines.push(Line::from(how));
             if let Some(partner) = session.partner_of(ix) {

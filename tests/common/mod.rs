@@ -161,7 +161,7 @@ pub fn status(p: &Projected, seq: i64) -> &'static str {
 
 pub fn reason(p: &Projected, seq: i64) -> String {
     let ix = p.session.index_of(seq).unwrap();
-    p.slots[ix].why.words(&p.session.events[ix])
+    p.reason(ix)
 }
 
 pub fn big(n: usize) -> String {

@@ -46,7 +46,6 @@ fn keep_users(ctx: &mut Context, span: Span, _: &Budget, policy: &Policy, _: &mu
         }
         used += tokens;
         let why = Why::UserKept {
-            span,
             max_user_tokens: cap,
         };
         ctx.set(ix, Status::Pinned, ReducerName::PreserveUser, why, tokens);

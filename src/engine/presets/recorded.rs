@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::engine::context::{Context, Why};
-use crate::engine::{CallError, ReducerName, Span, Stand, State, Status};
+use crate::engine::{CallError, ReducerName, Stand, State, Status};
 use crate::policy::{Budget, Policy};
 use crate::record::{Found, Sent};
 
@@ -57,7 +57,7 @@ pub fn project<'a>(
     let stand = summary.filter(|_| sent.summary.is_some());
     let covered = stand.map(|s| {
         let s = &ctx.session.summaries[s];
-        (s.version, s.from_seq, s.to_seq)
+        (s.from_seq, s.to_seq)
     });
     for (ix, held) in held.into_iter().enumerate() {
         let seq = ctx.events[ix].seq;
@@ -67,12 +67,14 @@ pub fn project<'a>(
                 let tokens = ctx.counts.text(&sent.events[at].content);
                 ctx.set(ix, how, ReducerName::Recorded, Why::Recorded, tokens);
             }
-            (None, Some((version, from_seq, to_seq))) if (from_seq..=to_seq).contains(&seq) => {
-                let why = Why::Summary {
-                    version,
-                    span: Span { from_seq, to_seq },
-                };
-                ctx.set(ix, Status::Summarized, ReducerName::Summary, why, 0);
+            (None, Some((from_seq, to_seq))) if (from_seq..=to_seq).contains(&seq) => {
+                ctx.set(
+                    ix,
+                    Status::Summarized,
+                    ReducerName::Summary,
+                    Why::Summary,
+                    0,
+                );
             }
             (None, _) => ctx.set(
                 ix,

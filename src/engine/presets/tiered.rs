@@ -35,7 +35,6 @@ pub fn project<'a>(
     let why = Why::Tier {
         phase,
         from: (from * 100.0).round() as u64,
-        percent: (ratio * 100.0) as u64,
     };
     for ix in ctx.first_dialogue()..keep_window_start(&ctx, t.keep_recent) {
         match ctx.events[ix].kind {
@@ -54,4 +53,11 @@ pub fn project<'a>(
         }
     }
     ctx
+}
+
+/// How full a context of `tokens` (estimated) is against the target, in
+/// percent, as tiered reads it.
+pub fn percent(budget: &Budget, tokens: u64) -> u64 {
+    let ratio = budget.provider(tokens) as f64 / budget.target.max(1) as f64;
+    (ratio * 100.0) as u64
 }
