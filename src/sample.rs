@@ -854,7 +854,7 @@ impl HostState {
             })
             .collect();
         self.needs_summary = projected.needs_summary;
-        self.previous = projected.order.clone();
+        self.previous = projected.order.to_vec();
         drop(projected);
         call.summary_id = summary_id;
         call.evictions = serde_json::to_string(&evictions).unwrap_or_default();

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use ctxlens::engine::{self, ItemRef, Projected, Stand, Status};
+use ctxlens::engine::{self, ItemRef, Projected, Projector, Stand, State, Status};
 use ctxlens::model::Kind;
 use ctxlens::policy::Preset;
 use proptest::prelude::*;
@@ -28,14 +28,24 @@ struct Knobs {
 }
 
 fn knobs() -> impl Strategy<Value = Knobs> {
+    knobs_for(0..Preset::NAMES.len())
+}
+
+/// Knobs for the preset `preset` picks (by its place in `Preset::NAMES`).
+fn knobs_for(preset: impl Strategy<Value = usize>) -> impl Strategy<Value = Knobs> {
     (
         (0u64..5, prop::bool::ANY, 0u64..4, prop::bool::ANY),
         (0u64..5, prop_oneof![Just(0u64), 100u64..3000]),
-        (400u64..6000, 0u64..200, 0u64..20, 0u64..40),
+        (
+            prop_oneof![3 => 400u64..6000, 1 => 20_000u64..200_000],
+            0u64..200,
+            0u64..20,
+            0u64..40,
+        ),
         prop::bool::ANY,
         prop::collection::vec(prop::bool::ANY, 10),
         0usize..120,
-        (0..Preset::NAMES.len(), 0u64..4, 0u64..4),
+        (preset, 0u64..4, 0u64..4),
     )
         .prop_map(
             |(
@@ -128,15 +138,90 @@ fn knobs() -> impl Strategy<Value = Knobs> {
 /// Writes the turns as a session: a call before every step, and a summary
 /// of all but the newest turn after the turns `summaries_after` picks.
 fn build(turns: &[Turn], knobs: &Knobs) -> LogBuilder {
+    build_with(turns, knobs, &Extra::default())
+}
+
+/// What a host's log may add to a session: compaction markers (some queued
+/// automatically, some written mid-turn) in the turns picked, reported usage on the calls
+/// picked, tool results the host cleared some seconds after they came, and
+/// tool calls answered late: after a model call, or in the next turn.
+#[derive(Debug, Clone, Default)]
+struct Extra {
+    markers: Vec<u8>,
+    usage: Vec<u64>,
+    cleared: Vec<Option<i64>>,
+    late: Vec<u8>,
+}
+
+fn extra() -> impl Strategy<Value = Extra> {
+    (
+        prop::collection::vec(
+            prop_oneof![6 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)],
+            10,
+        ),
+        prop::collection::vec(prop_oneof![Just(0u64), 100u64..8000], 1..8),
+        prop::collection::vec(prop::option::weighted(0.2, 0i64..600), 1..8),
+        prop::collection::vec(
+            prop_oneof![4 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)],
+            1..8,
+        ),
+    )
+        .prop_map(|(markers, usage, cleared, late)| Extra {
+            markers,
+            usage,
+            cleared,
+            late,
+        })
+}
+
+fn build_with(turns: &[Turn], knobs: &Knobs, extra: &Extra) -> LogBuilder {
     let mut b = LogBuilder::new();
     let mut version = 0;
+    let mut results = 0;
+    // Results whose call came in the turn before.
+    let mut pending: Vec<(usize, String, String)> = Vec::new();
+    let result = |b: &mut LogBuilder, tool: usize, id: &str, content: &str, at: usize| {
+        let seq = b.push(Kind::ToolResult, Some((TOOLS[tool], id)), content);
+        let cleared = extra.cleared.get(at % extra.cleared.len().max(1));
+        if let Some(after) = cleared.copied().flatten() {
+            let at = ts(seq * 10 + after);
+            b.log.events.last_mut().unwrap().meta = Some(format!(r#"{{"cleared_at":"{at}"}}"#));
+        }
+    };
     for (t, (user, steps)) in turns.iter().enumerate() {
         b.user(&big(*user));
-        for (text, tools) in steps {
+        let marker = extra.markers.get(t).copied().unwrap_or(0);
+        if marker == 1 || marker == 2 {
+            b.push(Kind::Compaction, None, "");
+            if marker == 2 {
+                b.log.events.last_mut().unwrap().meta = Some(r#"{"auto":true}"#.into());
+            }
+        }
+        for (at, (text, tools)) in steps.iter().enumerate() {
             b.call();
+            // Answers to the turn before's calls, after this turn's first call.
+            for (tool, id, content) in std::mem::take(&mut pending) {
+                result(&mut b, tool, &id, &content, 0);
+            }
+            // A marker the host wrote mid-turn, right after a call.
+            if marker == 3 && at == 1 {
+                b.push(Kind::Compaction, None, "");
+            }
             b.say(&big(*text));
             for &(tool, size) in tools {
-                b.tool(TOOLS[tool], &big(size));
+                results += 1;
+                let content = format!("{} {}", TOOLS[tool], big(size));
+                let id = format!("c{results}");
+                b.push(Kind::ToolCall, Some((TOOLS[tool], &id)), "{}");
+                match extra.late.get(results % extra.late.len().max(1)) {
+                    // A model call sees the tool call before its result.
+                    Some(1) => {
+                        b.call();
+                        result(&mut b, tool, &id, &content, results);
+                    }
+                    Some(2) => pending.push((tool, id, content)),
+                    _ => result(&mut b, tool, &id, &content, results),
+                }
             }
         }
         if knobs.summaries_after[t % 10] && t > 0 {
@@ -159,6 +244,17 @@ fn build(turns: &[Turn], knobs: &Knobs) -> LogBuilder {
                 r#"[{{"hook":"h","content":"{}"}}]"#,
                 "i".repeat(knobs.injection)
             );
+        }
+    }
+    for (at, call) in b.log.calls.iter_mut().enumerate() {
+        let input = extra
+            .usage
+            .get(at % extra.usage.len().max(1))
+            .copied()
+            .unwrap_or(0);
+        if input > 0 {
+            call.usage.input_tokens = Some(input as i64);
+            call.usage.output_tokens = Some(input as i64 / 10);
         }
     }
     b
@@ -234,7 +330,7 @@ fn check_call(p: &Projected, all_tried: bool) -> Result<(), TestCaseError> {
     let injected: u64 = p
         .order
         .iter()
-        .zip(&p.order_tokens)
+        .zip(p.order_tokens.iter())
         .filter(|(i, _)| matches!(i, ItemRef::Injection(_)))
         .map(|(_, t)| t)
         .sum();
@@ -316,6 +412,127 @@ proptest! {
             {
                 prop_assert_eq!(pair[0].tail_start_seq(), pair[1].tail_start_seq());
             }
+        }
+    }
+}
+
+/// Everything of a projection that output depends on, side by side.
+fn same_projection(
+    a: &Projected,
+    b: &Projected,
+    policy: &ctxlens::policy::Policy,
+) -> Result<(), TestCaseError> {
+    let call = a.call.id;
+    prop_assert_eq!(a.call.id, b.call.id);
+    prop_assert_eq!(&a.slots, &b.slots, "slots at call {}", call);
+    prop_assert_eq!(a.stand, b.stand, "stand at call {}", call);
+    prop_assert_eq!(a.needs_summary, b.needs_summary);
+    prop_assert_eq!(
+        a.before_summary,
+        b.before_summary,
+        "before_summary at call {}",
+        call
+    );
+    prop_assert_eq!(&a.order, &b.order, "order at call {}", call);
+    prop_assert_eq!(&a.order_tokens, &b.order_tokens);
+    prop_assert_eq!(&a.injections, &b.injections);
+    prop_assert_eq!(a.total_tokens, b.total_tokens);
+    prop_assert_eq!(a.injected, b.injected);
+    prop_assert_eq!(a.evicted, b.evicted);
+    prop_assert_eq!(a.over_budget, b.over_budget);
+    prop_assert_eq!(&a.errors, &b.errors);
+    prop_assert_eq!(&a.made_text, &b.made_text, "made_text at call {}", call);
+    prop_assert_eq!(&a.fired, &b.fired, "fired at call {}", call);
+    prop_assert_eq!(a.compacted, b.compacted, "compacted at call {}", call);
+    prop_assert_eq!(a.stand_role, b.stand_role);
+    prop_assert_eq!(a.around_stand, b.around_stand);
+    prop_assert_eq!(&a.lead, &b.lead);
+    prop_assert_eq!(a.budget, b.budget);
+    prop_assert_eq!(
+        serde_json::to_string(&a.render(policy)).unwrap(),
+        serde_json::to_string(&b.render(policy)).unwrap()
+    );
+    Ok(())
+}
+
+/// A preset's place in `Preset::NAMES`; those that carry the most from call
+/// to call more often.
+fn weighted_presets() -> impl Strategy<Value = usize> {
+    let at = |name: &str| Preset::NAMES.iter().position(|n| *n == name).unwrap();
+    prop_oneof![
+        3 => Just(at("pipeline")),
+        1 => Just(at("block")),
+        1 => Just(at("opencode")),
+        1 => Just(at("claude-code")),
+        4 => 0..Preset::NAMES.len(),
+    ]
+}
+
+/// Keys of the hosts' presets set small enough to act on small logs.
+const HOST_KEYS: [&str; 10] = [
+    "claude-code.microcompact=true",
+    "claude-code.buffer=100",
+    "claude-code.idle_minutes=0",
+    "claude-code.keep_recent=1",
+    "claude-code.compactable_tools=[\"grep\", \"run\"]",
+    "codex.auto_compact_limit=900",
+    "codex.user_message_max_tokens=60",
+    "opencode.variant=\"current\"",
+    "opencode.preserve_recent=300",
+    "trigger.on_request=false",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(384))]
+
+    /// The incremental path (`Projector`) gives every call what projecting it
+    /// from scratch gives, under every preset and random policies, with
+    /// markers, usage, pins, summaries and what the host cleared, and where
+    /// the policy changes between calls.
+    #[test]
+    fn incremental_is_from_scratch(
+        turns in turns(),
+        knobs in knobs_for(weighted_presets()),
+        other in knobs(),
+        extra in extra(),
+        switch in prop::collection::vec(prop::bool::weighted(0.1), 1..20),
+        host in prop::collection::vec(prop::bool::ANY, HOST_KEYS.len()),
+        pinned in prop::option::of(1i64..60),
+        pinned_text in prop::bool::weighted(0.2),
+    ) {
+        let b = build_with(&turns, &knobs, &extra);
+        let policy_of = |k: &Knobs| {
+            let mut sets: Vec<String> = k.sets.clone();
+            if let Some(seq) = pinned {
+                sets.push(format!("pin.seqs=[{seq}]"));
+            }
+            if pinned_text {
+                sets.push("pin.text=[\"secret\"]".into());
+            }
+            sets.extend(
+                HOST_KEYS
+                    .iter()
+                    .zip(&host)
+                    .filter(|(_, on)| **on)
+                    .map(|(set, _)| set.to_string()),
+            );
+            let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+            policy(&sets)
+        };
+        let (first, second) = (policy_of(&knobs), policy_of(&other));
+        let counts = counts(&b.log, &first);
+        let mut projector = Projector::new(&b.log);
+        let mut state = State::default();
+        let mut previous: std::sync::Arc<Vec<ItemRef>> = Default::default();
+        for (at, call) in b.log.calls.iter().enumerate() {
+            let policy = if switch[at % switch.len()] { &second } else { &first };
+            let scratch = engine::project(&b.log, call, policy, &counts, &mut state).unwrap();
+            let stepped = projector.project(call, policy, &counts).unwrap();
+            same_projection(&stepped, &scratch, policy)?;
+            prop_assert_eq!(projector.state(), &state, "state after call {}", call.id);
+            // What a prompt cache could reuse of the call before's context.
+            prop_assert_eq!(stepped.reused, scratch.prefix_reused_tokens(&previous));
+            previous = scratch.order;
         }
     }
 }

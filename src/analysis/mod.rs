@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use crate::engine::{self, Counts, Projected, State};
+use crate::engine::{self, Counts, Projected, Projector, State};
 use crate::model::{ModelCall, SessionLog};
 use crate::policy::{Policy, PolicyBuilder, PolicyError, Preset};
 use crate::tokens::{Encoding, TokenCache};
@@ -161,14 +161,14 @@ pub fn each_call<'a>(
 ) {
     let mut calls: Vec<&ModelCall> = session.calls.iter().collect();
     calls.sort_by_key(|c| c.id);
-    let mut state = State::default();
+    let mut projector = Projector::new(session);
     for call in calls {
         let projected = cache
             .shared_policy(choice, call)
             .map_err(|e| e.to_string())
             .and_then(|policy| {
                 let counts = cache.counts(session, policy.budget.encoding);
-                engine::project(session, call, &policy, &counts, &mut state)
+                projector.project(call, &policy, &counts)
             });
         if let Some(bar) = &cache.progress {
             bar.inc(1);
@@ -223,7 +223,7 @@ fn walked_state(
     calls.sort_by_key(|c| c.id);
     // `known` holds (call id, state before it) in id order.
     let start = known.partition_point(|(id, _)| *id <= call.id);
-    let (mut state, from) = match start.checked_sub(1).map(|at| &known[at]) {
+    let (state, from) = match start.checked_sub(1).map(|at| &known[at]) {
         Some((id, state)) if *id == call.id => {
             let state = state.clone();
             cache.states.insert(key, (session.events.len(), known));
@@ -232,17 +232,18 @@ fn walked_state(
         Some((id, state)) => (state.clone(), calls.partition_point(|c| c.id < *id)),
         None => (State::default(), 0),
     };
+    let mut projector = Projector::resume(session, state);
     for (at, previous) in calls.iter().enumerate().skip(from) {
         if let Ok(policy) = cache.shared_policy(choice, previous) {
             let counts = cache.counts(session, policy.budget.encoding);
-            let _ = engine::project(session, previous, &policy, &counts, &mut state);
+            let _ = projector.project(previous, &policy, &counts);
         }
         let next_id = calls.get(at + 1).map_or(call.id, |c| c.id);
         let at = known.partition_point(|(id, _)| *id < next_id);
         if known.get(at).is_none_or(|(id, _)| *id != next_id) {
-            known.insert(at, (next_id, state.clone()));
+            known.insert(at, (next_id, projector.state().clone()));
         }
     }
     cache.states.insert(key, (session.events.len(), known));
-    state
+    projector.state().clone()
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::calibrate::{self, Source};
 use super::{PolicyChoice, ProjectionCache, each_call};
-use crate::engine::{ItemRef, Projected};
+use crate::engine::Projected;
 use crate::model::{Eviction, Log, ModelCall, SessionLog};
 use crate::policy::Policy;
 use crate::record::{self, Message, Sent};
@@ -145,11 +145,10 @@ pub fn replay_session(
         .filter(|c| c.rendered.is_some())
         .filter_map(|c| Some((c.id, cache.shared_policy(choice, c).ok()?)))
         .collect();
-    let mut previous: Vec<ItemRef> = Vec::new();
     each_call(session, choice, cache, |call, projected| {
         let replayed = match projected {
             Ok(projected) => {
-                let reused = projected.prefix_reused_tokens(&previous);
+                let reused = projected.reused;
                 let policy = policies.get(&call.id).map(Arc::as_ref);
                 let mut replayed = compare(session, call, &projected, reused, policy);
                 replayed.no_progress = projected.made_no_progress();
@@ -160,7 +159,6 @@ pub fn replay_session(
                     replayed.calibration_source = Some(source);
                 }
                 replayed.unseen_growth = calibration.growth_at(call.id);
-                previous = projected.order;
                 replayed
             }
             Err(message) => CallReplay {

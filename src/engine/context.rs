@@ -14,8 +14,16 @@ pub struct Counts {
     pub encoding: Encoding,
     pub events: Vec<u32>,
     pub summaries: Vec<u32>,
-    /// Characters of each event's content, by index.
+    /// Characters of each event's content, by index, and its UTF-16 units.
     pub chars: Vec<u32>,
+    utf16: Vec<u32>,
+    /// Tokens of the events before each index as the log holds them (one
+    /// more entry than events): what a call's events weigh before any
+    /// reduction, without adding them up at every call.
+    raw_before: Vec<u64>,
+    /// Whether the session's turns never go down in log order, so a turn's
+    /// events are found by bisection.
+    pub turns_ordered: bool,
     /// Tokens of events as cut (`Some`) or elided (`None`), counted once:
     /// the byte-rule presets cut the same events at call after call.
     altered: Arc<Mutex<Altered>>,
@@ -41,26 +49,51 @@ type Altered = HashMap<(usize, Option<Cut>), Option<u32>>;
 impl Counts {
     /// Counts every event and summary of `session`, through the cache.
     pub fn new(session: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> Counts {
-        let events: Vec<&str> = session.events.iter().map(|e| e.content.as_str()).collect();
+        let contents: Vec<&str> = session.events.iter().map(|e| e.content.as_str()).collect();
         let summaries: Vec<&str> = session
             .summaries
             .iter()
             .map(|s| s.content.as_str())
             .collect();
+        let events = cache.count_all(encoding, &contents);
+        let raw_before = std::iter::once(0)
+            .chain(events.iter().scan(0u64, |sum, &n| {
+                *sum += u64::from(n);
+                Some(*sum)
+            }))
+            .collect();
+        let chars: Vec<u32> = contents.iter().map(|c| c.chars().count() as u32).collect();
+        // A character outside the basic plane (four bytes, the first 0xF0 or
+        // more) takes two UTF-16 units.
+        let utf16 = contents
+            .iter()
+            .zip(&chars)
+            .map(|(c, &n)| n + c.bytes().filter(|&b| b >= 0xF0).count() as u32)
+            .collect();
         Counts {
             encoding,
-            events: cache.count_all(encoding, &events),
+            events,
             summaries: cache.count_all(encoding, &summaries),
-            chars: session
-                .events
-                .iter()
-                .map(|e| e.content.chars().count() as u32)
-                .collect(),
+            chars,
+            utf16,
+            raw_before,
+            turns_ordered: session.events.windows(2).all(|w| w[0].turn <= w[1].turn),
             altered: Arc::default(),
             fixed: Arc::default(),
             fixed_counted: Arc::default(),
             calibration: None,
         }
+    }
+
+    /// OpenCode's and Claude Code's estimate of the event at `ix`
+    /// (`presets::estimate` of its content), from its UTF-16 units.
+    pub fn estimate(&self, ix: usize) -> u64 {
+        (u64::from(self.utf16.get(ix).copied().unwrap_or(0)) + 2) / 4
+    }
+
+    /// Tokens of the first `n` events as the log holds them.
+    pub fn raw(&self, n: usize) -> u64 {
+        self.raw_before[n.min(self.raw_before.len() - 1)]
     }
 
     /// The fitted (unseen prefix, token ratio) of call `id`, if any.
@@ -358,6 +391,19 @@ pub struct Slot {
     pub cut: Cut,
 }
 
+impl Slot {
+    /// The event at `ix` as the log holds it, verbatim.
+    pub fn kept(counts: &Counts, ix: usize) -> Slot {
+        Slot {
+            status: Status::Verbatim,
+            reducer: None,
+            why: Why::Kept,
+            tokens: u64::from(counts.events.get(ix).copied().unwrap_or(0)),
+            cut: Cut::Whole,
+        }
+    }
+}
+
 /// How much of a truncated event's content is sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Cut {
@@ -416,23 +462,40 @@ pub struct Context<'a> {
     pub around: Around,
     /// The call's record, where the context is the record (preset recorded).
     pub sent: Option<Arc<Sent>>,
+    /// Tokens of every event as it would be sent now, and how many events
+    /// are not sent as they are (neither verbatim nor pinned), kept by `put`.
+    tokens: u64,
+    evicted: usize,
+    /// The events before this index keep the dispositions the call before
+    /// gave them (see `engine::Projector`): a preset makes them only from
+    /// here on. 0 when the call is projected from scratch.
+    pub(crate) settled: usize,
+    /// No slot before this index changed since the call before's layout
+    /// (0 from scratch): the layout is made again only from here.
+    pub(crate) low: usize,
 }
 
 impl<'a> Context<'a> {
     /// Every event the call saw, verbatim.
     pub fn new(session: &'a SessionLog, call: &'a ModelCall, counts: Arc<Counts>) -> Context<'a> {
+        Context::carried(session, call, counts, Vec::new(), (0, 0))
+    }
+
+    /// The call's context with the slots the call before left for its
+    /// events (with their tokens and how many are evicted), settled, and
+    /// the events since verbatim.
+    pub(crate) fn carried(
+        session: &'a SessionLog,
+        call: &'a ModelCall,
+        counts: Arc<Counts>,
+        mut slots: Vec<Slot>,
+        (tokens, evicted): (u64, usize),
+    ) -> Context<'a> {
         let events = session.seen_by(call);
-        let slots = events
-            .iter()
-            .enumerate()
-            .map(|(ix, _)| Slot {
-                status: Status::Verbatim,
-                reducer: None,
-                why: Why::Kept,
-                tokens: u64::from(counts.events.get(ix).copied().unwrap_or(0)),
-                cut: Cut::Whole,
-            })
-            .collect();
+        slots.truncate(events.len());
+        let settled = slots.len();
+        slots.extend((settled..events.len()).map(|ix| Slot::kept(&counts, ix)));
+        let tokens = tokens + counts.raw(events.len()) - counts.raw(settled);
         Context {
             session,
             call,
@@ -447,6 +510,10 @@ impl<'a> Context<'a> {
             made_text: None,
             around: Around::default(),
             sent: None,
+            tokens,
+            evicted,
+            settled,
+            low: settled,
         }
     }
 
@@ -455,15 +522,71 @@ impl<'a> Context<'a> {
         Context::new(self.session, self.call, Arc::clone(&self.counts))
     }
 
+    /// Makes the dispositions from `ix` on again: those events are
+    /// verbatim again, and only those before `ix` stay settled.
+    pub(crate) fn redo_from(&mut self, ix: usize) {
+        for at in ix..self.settled {
+            self.put(at, Slot::kept(&self.counts, at));
+        }
+        self.settled = self.settled.min(ix);
+    }
+
+    /// Takes the slots as they stand for settled, so that a second pass
+    /// (`redo_from`) makes again everything from where it starts.
+    pub(crate) fn settle(&mut self) {
+        self.settled = self.events.len();
+    }
+
+    /// `ix`, or lower, so that no pair of events the call saw reaches across it.
+    pub(crate) fn pairs_from(&self, ix: usize) -> usize {
+        let (mut from, mut end) = (ix.min(self.events.len()), self.events.len());
+        loop {
+            let low = (from..end)
+                .filter_map(|at| self.session.partner_of(at))
+                .fold(from, usize::min);
+            if low == from {
+                return from;
+            }
+            (from, end) = (low, from);
+        }
+    }
+
+    /// Puts `slot` at `ix`.
+    pub(crate) fn put(&mut self, ix: usize, slot: Slot) {
+        self.low = self.low.min(ix);
+        self.replace(ix, slot);
+    }
+
+    /// The same, for a slot the call before's layout had as it is put.
+    pub(crate) fn replace(&mut self, ix: usize, slot: Slot) {
+        let evicted =
+            |s: &Slot| usize::from(!matches!(s.status, Status::Verbatim | Status::Pinned));
+        self.tokens = self.tokens - self.slots[ix].tokens + slot.tokens;
+        self.evicted = self.evicted - evicted(&self.slots[ix]) + evicted(&slot);
+        self.slots[ix] = slot;
+    }
+
+    /// The slots' tokens, and how many events are evicted (neither verbatim nor pinned).
+    pub(crate) fn totals(&self) -> (u64, usize) {
+        (self.tokens, self.evicted)
+    }
+
+    /// Tokens of every event as the log holds it.
+    pub fn raw_total(&self) -> u64 {
+        self.counts.raw(self.events.len())
+    }
+
     /// Gives the event at `ix` a new disposition.
     pub fn set(&mut self, ix: usize, status: Status, reducer: ReducerName, why: Why, tokens: u64) {
-        self.slots[ix] = Slot {
+        let tokens = if status.is_sent() { tokens } else { 0 };
+        let slot = Slot {
             status,
             reducer: Some(reducer),
             why,
-            tokens: if status.is_sent() { tokens } else { 0 },
+            tokens,
             cut: Cut::Whole,
         };
+        self.put(ix, slot);
     }
 
     /// Truncates the event at `ix` to `cut`, if that makes it shorter; its
@@ -490,7 +613,7 @@ impl<'a> Context<'a> {
 
     /// Tokens of every event as it would be sent now.
     pub fn event_tokens(&self) -> u64 {
-        self.slots.iter().map(|s| s.tokens).sum()
+        self.tokens
     }
 
     /// The index where the dialogue starts: the system prompt is everything before it.
@@ -500,9 +623,12 @@ impl<'a> Context<'a> {
 
     /// Makes the pairs whole again: a tool_result whose call is no longer sent
     /// follows it out, and a call whose result is not sent follows its result
-    /// (so no orphan reaches the model).
+    /// (so no orphan reaches the model). Only the events from `settled` are
+    /// looked at: a settled event keeps what it had, so whatever made these
+    /// again either left them sent or made their partners again too
+    /// (`pairs_from`).
     pub fn heal_pairs(&mut self, reducer: ReducerName) {
-        for ix in 0..self.events.len() {
+        for ix in self.settled..self.events.len() {
             let event = &self.events[ix];
             if !matches!(event.kind, Kind::ToolCall | Kind::ToolResult)
                 || !self.slots[ix].status.is_sent()

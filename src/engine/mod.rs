@@ -7,6 +7,7 @@
 mod context;
 pub mod presets;
 pub mod pretrim;
+mod projector;
 mod reducers;
 mod render;
 mod split;
@@ -20,7 +21,8 @@ use serde::Serialize;
 
 pub use context::{At, Context, Counts, Cut, Slot, Why};
 pub use pretrim::{PreTrim, pretrim};
-pub use reducers::{Reducer, placeholder_text};
+pub use projector::{Carry, Projector};
+pub use reducers::placeholder_text;
 pub use render::{Item, Projection, Row};
 pub use text::{cut_text, sent_text};
 pub use trigger::seconds;
@@ -186,15 +188,25 @@ pub struct Projected<'a> {
     pub session: &'a SessionLog,
     pub call: &'a ModelCall,
     pub budget: Budget,
-    /// One slot per event the call saw (`seq <= last_seq`), in log order.
-    pub slots: Vec<Slot>,
+    /// One slot per event the call saw (`seq <= last_seq`), in log order;
+    /// shared with the incremental path, which takes it up at the next call.
+    pub slots: Arc<Vec<Slot>>,
+    /// How many of them are evicted: neither verbatim nor pinned.
+    pub evicted: usize,
     pub stand: Option<Stand>,
     pub needs_summary: Option<Span>,
     /// Tokens of the events before the summary reducer ran: what compaction started from.
     pub before_summary: u64,
-    pub order: Vec<ItemRef>,
+    /// Shared with the incremental path, which takes it up at the next call.
+    pub order: Arc<Vec<ItemRef>>,
     /// Tokens of each entry of `order`.
-    pub order_tokens: Vec<u64>,
+    pub order_tokens: Arc<Vec<u64>>,
+    /// Tokens of the longest common prefix with the context of the call the
+    /// same `Projector` projected before (see `prefix_reused_tokens`; 0
+    /// from scratch).
+    pub reused: u64,
+    /// Tokens of the injections, the engine's own around the stand included.
+    pub injected: u64,
     pub injections: Vec<Injection>,
     pub total_tokens: u64,
     pub over_budget: bool,
@@ -291,12 +303,7 @@ impl<'a> Projected<'a> {
 
     /// Tokens of the call's injections.
     pub fn injected_tokens(&self) -> u64 {
-        self.order
-            .iter()
-            .zip(&self.order_tokens)
-            .filter(|(item, _)| matches!(item, ItemRef::Injection(_)))
-            .map(|(_, tokens)| tokens)
-            .sum()
+        self.injected
     }
 
     /// Whether a compaction at this call left the context at 95% or more of
@@ -312,7 +319,7 @@ impl<'a> Projected<'a> {
         self.order
             .iter()
             .zip(previous)
-            .zip(&self.order_tokens)
+            .zip(self.order_tokens.iter())
             // The engine's own messages around the stand belong to the prefix.
             .take_while(|((a, b), _)| {
                 a.same_as(b) && !matches!(a, ItemRef::Injection(i) if *i >= self.around_stand)
@@ -351,7 +358,9 @@ pub struct State {
     pub last_fired_ts: Option<String>,
 }
 
-/// Projects one call given the state carried from the session's earlier calls.
+/// Projects one call given the state carried from the session's earlier
+/// calls, from scratch: the reference the incremental path (`Projector`) is
+/// held to.
 pub fn project<'a>(
     session: &'a SessionLog,
     call: &'a ModelCall,
@@ -359,15 +368,29 @@ pub fn project<'a>(
     counts: &Arc<Counts>,
     state: &mut State,
 ) -> Result<Projected<'a>, String> {
-    let budget = policy.budget_with(counts.line(call.id));
     let context = Context::new(session, call, Arc::clone(counts));
-    let before = state.block_through;
+    Ok(run(context, policy, state, &mut Carry::default()))
+}
+
+/// One call's projection, from scratch or from what the call before left
+/// (`carry`, empty from scratch): the preset, the policy's pins, whether it
+/// compacted, the state for the next call, and the layout.
+fn run<'a>(
+    context: Context<'a>,
+    policy: &Policy,
+    state: &mut State,
+    carry: &mut Carry,
+) -> Projected<'a> {
+    let (session, call) = (context.session, context.call);
+    let budget = policy.budget_with(context.counts.line(call.id));
+    let block_before = state.block_through;
     let mut fired = Vec::new();
     let design = presets::of(policy.preset);
-    let mut context = (design.project)(context, &budget, policy, state, &mut fired);
+    let mut context = (design.project)(context, &budget, policy, state, carry, &mut fired);
     if policy.preset != Preset::Recorded && !policy.pin.is_empty() {
-        pin(&mut context, &policy.pin);
+        pin(&mut context, &policy.pin, carry);
     }
+    carry.totals = context.totals();
     // A compaction: what stands in for the oldest span changed, the block
     // moved, or a byte-rule preset or opencode's prune cut something.
     let covers = |stand: Option<Stand>| stand?.span(session);
@@ -377,7 +400,7 @@ pub fn project<'a>(
         policy.preset,
         Preset::Tiered | Preset::Structural | Preset::Opencode | Preset::ClaudeCode
     ) && !fired.is_empty();
-    let compacted = stand_moved || before != state.block_through || cut;
+    let compacted = stand_moved || block_before != state.block_through || cut;
     if !fired.is_empty() {
         state.last_fired_ts = Some(call.ts.clone());
     }
@@ -385,11 +408,11 @@ pub fn project<'a>(
     state.previous_call = Some(call.id);
     state.previous_compacted = compacted;
     state.previous_stand = context.stand;
-    let mut projected = reducers::layout(context, budget);
+    let mut projected = reducers::layout(context, budget, &mut carry.laid);
     state.previous_total = projected.total_tokens;
     projected.fired = fired;
     projected.compacted = compacted;
-    Ok(projected)
+    projected
 }
 
 /// Why the event at `ix` of `session` was given `slots[ix]` at the call
@@ -410,24 +433,38 @@ pub fn reason(session: &SessionLog, slots: &[Slot], ix: usize, mut at: At) -> St
 }
 
 /// Keeps every event the policy pins verbatim (pinned, after what stands for
-/// the oldest span), with its pair.
-fn pin(ctx: &mut Context, pins: &crate::policy::Pin) {
-    for ix in 0..ctx.events.len() {
-        if !pins.holds(&ctx.events[ix]) {
-            continue;
-        }
-        let pair = ctx.session.partner_of(ix).filter(|&p| p < ctx.events.len());
-        for ix in std::iter::once(ix).chain(pair) {
+/// the oldest span), with its pair. The events held are found once, as they
+/// come; what the pins change is kept in `carry` to take off at the next call.
+fn pin(ctx: &mut Context, pins: &crate::policy::Pin, carry: &mut Carry) {
+    let n = ctx.events.len();
+    let new = carry.seen.min(n)..n;
+    carry
+        .held
+        .extend(new.filter(|&ix| pins.holds(&ctx.events[ix])));
+    for &held in &carry.held {
+        let pair = ctx.session.partner_of(held).filter(|&p| p < n);
+        for ix in std::iter::once(held).chain(pair) {
             if ctx.slots[ix].status != Status::Verbatim && ctx.slots[ix].status != Status::Pinned {
-                let tokens = ctx.raw_tokens(ix);
-                ctx.set(
-                    ix,
-                    Status::Pinned,
-                    ReducerName::Pin,
-                    Why::PinnedByPolicy,
-                    tokens,
-                );
+                carry.unpinned.push((ix, ctx.slots[ix]));
+                let slot = Slot {
+                    status: Status::Pinned,
+                    reducer: Some(ReducerName::Pin),
+                    why: Why::PinnedByPolicy,
+                    tokens: ctx.raw_tokens(ix),
+                    cut: Cut::Whole,
+                };
+                // Pinned again as at the call before: its layout has it.
+                match carry.restored.binary_search(&ix) {
+                    Ok(_) => ctx.replace(ix, slot),
+                    Err(_) => ctx.put(ix, slot),
+                }
             }
+        }
+    }
+    // Pinned at the call before and not now.
+    for &ix in &carry.restored {
+        if ctx.slots[ix].why != Why::PinnedByPolicy {
+            ctx.low = ctx.low.min(ix);
         }
     }
 }

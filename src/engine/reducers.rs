@@ -1,103 +1,207 @@
 //! The pipeline's reducers, cheap to expensive, and the layout.
 //!
-//! Each takes the context, the budget and its own state, and returns them:
-//! `reduce(context, budget, state) -> (context, state)`.
+//! Each works on the context from its `settled` index on: everything from
+//! scratch, or, in the incremental path, what may have changed since the
+//! call before (see `engine::Projector`).
+
+use std::sync::Arc;
 
 use super::context::{Context, Why};
 use super::{CallError, ItemRef, Projected, ReducerName, Span, Stand, State, Status};
 use crate::model::{Injection, Kind, ModelCall, SessionLog, Summary};
 use crate::policy::{self, Budget, Mode, Retention};
 
-/// One stage of the pipeline. `State` carries from one model call to the next.
-pub trait Reducer {
-    type State;
-    fn reduce<'a>(
-        &self,
-        context: Context<'a>,
-        budget: &Budget,
-        state: Self::State,
-    ) -> (Context<'a>, Self::State);
-}
-
 /// Reducer 1: tool-result retention by age or count, per tool, with never_evict.
 pub struct ToolResults<'p>(pub &'p policy::ToolResults);
 
-impl Reducer for ToolResults<'_> {
-    type State = ();
+/// What retention gives one event.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Retained {
+    Kept,
+    NeverEvict,
+    Stubbed(Why, u64),
+}
 
-    fn reduce<'a>(&self, mut ctx: Context<'a>, _: &Budget, (): ()) -> (Context<'a>, ()) {
-        let call_turn = ctx.call.turn;
-        // Per tool: its rule, its stub's tokens, and how many of its results
-        // are newer than the one at hand (walking newest first, for count mode).
-        let names = ctx.session.tool_names();
-        let mut tools: Vec<Option<(Retention, u64, u64)>> = vec![None; names.len() + 1];
-        for ix in (0..ctx.events.len()).rev() {
-            let event = &ctx.events[ix];
-            if event.kind != Kind::ToolResult {
-                continue;
-            }
-            // Results with no tool name share the last entry.
-            let at = ctx.session.tool_of(ix).map_or(names.len(), usize::from);
-            let tool = tools[at].get_or_insert_with(|| {
-                let rule = self.0.rule_for(event.tool_name.as_deref());
-                let stub_tokens = ctx.counts.fixed_text(rule.stub);
-                (rule, stub_tokens, 0)
-            });
-            let (rule, stub_tokens, newer) = tool;
-            let count_before = *newer;
-            *newer += 1;
-            if rule.never_evict {
-                // Marked, so the summary reducer pins the pair.
-                ctx.slots[ix].why = Why::NeverEvict;
-                ctx.never_evict = true;
-                continue;
-            }
-            let why = match rule.mode {
-                Mode::Age => {
-                    let age = call_turn - event.turn;
-                    (age > rule.keep_turns as i64).then_some(Why::Age {
-                        keep_turns: rule.keep_turns,
-                    })
+/// Per tool: its rule, its stub's tokens, and how many of its results were seen.
+type Tools<'p> = Vec<Option<(Retention<'p>, u64, u64)>>;
+
+impl<'p> ToolResults<'p> {
+    /// Retention of the events from `ctx.settled` on.
+    pub fn reduce(&self, ctx: &mut Context) {
+        let from = ctx.settled;
+        let mut tools = self.tools(ctx);
+        // Newest first, for count mode: how many of a tool's results are
+        // newer than the one at hand.
+        for ix in (from..ctx.events.len()).rev() {
+            match self.retain(ctx, ix, &mut tools) {
+                Retained::Kept => {}
+                Retained::NeverEvict => {
+                    // Marked, so the summary reducer pins the pair.
+                    ctx.slots[ix].why = Why::NeverEvict;
+                    ctx.never_evict = true;
                 }
-                Mode::Count => (count_before >= rule.keep_last).then_some(Why::Count {
-                    keep_last: rule.keep_last,
-                }),
-            };
-            if let Some(why) = why {
-                let tokens = *stub_tokens;
-                ctx.set(ix, Status::Stubbed, ReducerName::ToolResults, why, tokens);
+                Retained::Stubbed(why, tokens) => {
+                    ctx.set(ix, Status::Stubbed, ReducerName::ToolResults, why, tokens);
+                }
             }
         }
-        (ctx, ())
+    }
+
+    /// The first index whose retention may differ from what the call
+    /// before (of turn `turn`, having seen `seen` events) gave it: a
+    /// result's age and the count of newer ones only grow, so only the
+    /// results that crossed their rule since can have changed. `results`
+    /// holds the indices of each tool's results (see `index_results`).
+    pub fn changed_from(
+        &self,
+        ctx: &Context,
+        turn: i64,
+        seen: usize,
+        results: &[Vec<usize>],
+    ) -> usize {
+        let events = ctx.events;
+        let rules = self.0;
+        let modes = || {
+            rules
+                .tools
+                .values()
+                .filter_map(|r| r.mode)
+                .chain([rules.mode])
+        };
+        let mut from = seen.min(events.len());
+        if modes().any(|m| m == Mode::Age) && ctx.call.turn > turn {
+            let keep = (rules.tools.values().filter_map(|r| r.keep_turns))
+                .chain([rules.keep_turns])
+                .max()
+                .unwrap_or(0);
+            let expired = turn.saturating_sub(keep.min(i64::MAX as u64) as i64);
+            from = from.min(events[..from].partition_point(|e| e.turn < expired));
+        }
+        if modes().any(|m| m == Mode::Count) {
+            // A tool's results in log order: the one `keep_last` from the
+            // newest is stubbed now; each new result stubbed one more.
+            for all in results {
+                let new = all.len() - all.partition_point(|&ix| ix < seen);
+                let Some(&newest) = all.last().filter(|_| new > 0) else {
+                    continue;
+                };
+                let rule = rules.rule_for(events[newest].tool_name.as_deref());
+                if rule.mode != Mode::Count || rule.never_evict {
+                    continue;
+                }
+                let Some(last) = all
+                    .len()
+                    .checked_sub(1 + rule.keep_last.min(usize::MAX as u64) as usize)
+                else {
+                    continue;
+                };
+                let oldest = (last + 1).saturating_sub(new);
+                from = from.min(all[oldest]);
+            }
+        }
+        from
+    }
+
+    /// Adds the tool results from `seen` on to `results`, the indices of
+    /// each tool's results (those without a tool name last).
+    pub fn index_results(ctx: &Context, seen: usize, results: &mut Vec<Vec<usize>>) {
+        let tools = ctx.session.tool_names().len();
+        results.resize(tools + 1, Vec::new());
+        for ix in seen..ctx.events.len() {
+            if ctx.events[ix].kind == Kind::ToolResult {
+                results[ctx.session.tool_of(ix).map_or(tools, usize::from)].push(ix);
+            }
+        }
+    }
+
+    /// Tokens of the dialogue's events as retention leaves them, in runs
+    /// of a turn, newest first (the window by tokens reads them).
+    fn runs(&self, ctx: &Context) -> impl Iterator<Item = (i64, u64)> {
+        let mut tools = self.tools(ctx);
+        let mut ix = ctx.events.len();
+        let mut run: Option<(i64, u64)> = None;
+        std::iter::from_fn(move || {
+            while ix > 0 {
+                ix -= 1;
+                let event = &ctx.events[ix];
+                if event.kind == Kind::System {
+                    continue;
+                }
+                let tokens = match self.retain(ctx, ix, &mut tools) {
+                    Retained::Stubbed(_, tokens) => tokens,
+                    _ => ctx.raw_tokens(ix),
+                };
+                match run {
+                    Some((turn, ref mut sum)) if turn == event.turn => *sum += tokens,
+                    done => {
+                        run = Some((event.turn, tokens));
+                        if done.is_some() {
+                            return done;
+                        }
+                    }
+                }
+            }
+            run.take()
+        })
+    }
+
+    fn tools(&self, ctx: &Context) -> Tools<'p> {
+        vec![None; ctx.session.tool_names().len() + 1]
+    }
+
+    /// Retention of the event at `ix`, walking newest first.
+    fn retain(&self, ctx: &Context, ix: usize, tools: &mut Tools<'p>) -> Retained {
+        let event = &ctx.events[ix];
+        if event.kind != Kind::ToolResult {
+            return Retained::Kept;
+        }
+        // Results with no tool name share the last entry.
+        let at = ctx.session.tool_of(ix).map_or(tools.len() - 1, usize::from);
+        let (rule, stub_tokens, newer) = tools[at].get_or_insert_with(|| {
+            let rule = self.0.rule_for(event.tool_name.as_deref());
+            let stub_tokens = ctx.counts.fixed_text(rule.stub);
+            (rule, stub_tokens, 0)
+        });
+        let count_before = *newer;
+        *newer += 1;
+        if rule.never_evict {
+            return Retained::NeverEvict;
+        }
+        let why = match rule.mode {
+            Mode::Age => {
+                let age = ctx.call.turn - event.turn;
+                (age > rule.keep_turns as i64).then_some(Why::Age {
+                    keep_turns: rule.keep_turns,
+                })
+            }
+            Mode::Count => (count_before >= rule.keep_last).then_some(Why::Count {
+                keep_last: rule.keep_last,
+            }),
+        };
+        why.map_or(Retained::Kept, |why| Retained::Stubbed(why, *stub_tokens))
     }
 }
 
 /// Reducer 2: the sliding window on dialogue, by turns and by tokens.
 pub struct Window<'p>(pub &'p policy::Window);
 
-impl Reducer for Window<'_> {
-    type State = ();
+/// Where the window stands at a call: the oldest turn it keeps, and the
+/// oldest max_turns alone keeps (`i64::MIN`: no bound).
+pub type Bounds = (i64, i64);
 
-    fn reduce<'a>(&self, mut ctx: Context<'a>, _: &Budget, (): ()) -> (Context<'a>, ()) {
+impl Window<'_> {
+    /// Where the window stands at the call, on the tokens retention leaves.
+    pub fn bounds(&self, ctx: &Context, results: &ToolResults) -> Bounds {
         let call_turn = ctx.call.turn;
-        let mut oldest_kept = i64::MIN;
+        let mut turns = i64::MIN;
         if self.0.max_turns > 0 {
-            oldest_kept = call_turn - self.0.max_turns as i64 + 1;
+            turns = call_turn.saturating_sub(self.0.max_turns.min(i64::MAX as u64) as i64) + 1;
         }
+        let mut oldest_kept = turns;
         if self.0.max_tokens > 0 {
             // Newest turns first, as long as they fit; the call's own turn always stays.
             let mut used = 0u64;
-            let mut turn_tokens: Vec<(i64, u64)> = Vec::new();
-            for (event, slot) in ctx.events.iter().zip(&ctx.slots) {
-                if event.kind == Kind::System {
-                    continue;
-                }
-                match turn_tokens.last_mut() {
-                    Some((turn, tokens)) if *turn == event.turn => *tokens += slot.tokens,
-                    _ => turn_tokens.push((event.turn, slot.tokens)),
-                }
-            }
-            for &(turn, tokens) in turn_tokens.iter().rev() {
+            for (turn, tokens) in results.runs(ctx) {
                 used += tokens;
                 if used > self.0.max_tokens && turn < call_turn {
                     oldest_kept = oldest_kept.max(turn + 1);
@@ -105,30 +209,48 @@ impl Reducer for Window<'_> {
                 }
             }
         }
+        (oldest_kept, turns)
+    }
+
+    /// The first index whose place in the window may differ between the
+    /// call before's bounds and these.
+    pub fn changed_from(ctx: &Context, before: Bounds, now: Bounds) -> usize {
+        let lowest = if before == now {
+            return ctx.events.len();
+        } else if before.0 == i64::MIN || now.0 == i64::MIN {
+            i64::MIN
+        } else if before.1 == now.1 {
+            before.0.min(now.0)
+        } else {
+            before.1.min(now.1)
+        };
+        ctx.events.partition_point(|e| e.turn < lowest)
+    }
+
+    /// Drops the events from `ctx.settled` on that fall outside `bounds`.
+    pub fn reduce(&self, ctx: &mut Context, (oldest_kept, turns): Bounds) {
         if oldest_kept == i64::MIN {
-            return (ctx, ());
+            return;
         }
-        for ix in 0..ctx.events.len() {
+        for ix in ctx.settled..ctx.events.len() {
             let event = &ctx.events[ix];
             if event.kind == Kind::System || event.turn >= oldest_kept {
                 continue;
             }
-            let why =
-                if self.0.max_turns > 0 && event.turn < call_turn - self.0.max_turns as i64 + 1 {
-                    Why::WindowTurns {
-                        turn: event.turn,
-                        max_turns: self.0.max_turns,
-                    }
-                } else {
-                    Why::WindowTokens {
-                        turn: event.turn,
-                        max_tokens: self.0.max_tokens,
-                    }
-                };
+            let why = if event.turn < turns {
+                Why::WindowTurns {
+                    turn: event.turn,
+                    max_turns: self.0.max_turns,
+                }
+            } else {
+                Why::WindowTokens {
+                    turn: event.turn,
+                    max_tokens: self.0.max_tokens,
+                }
+            };
             ctx.set(ix, Status::Dropped, ReducerName::Window, why, 0);
         }
         ctx.heal_pairs(ReducerName::Window);
-        (ctx, ())
     }
 }
 
@@ -148,19 +270,58 @@ pub fn applicable(summary: &Summary, call: &ModelCall) -> bool {
         && summary.created_at.as_str() <= call.ts.as_str()
 }
 
-impl Reducer for SummaryReducer<'_> {
-    type State = State;
+/// What stands for the oldest span: nothing, a recorded summary (by index),
+/// or a placeholder for the span that needs one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Cover {
+    #[default]
+    Nothing,
+    Summary(usize),
+    Placeholder(Span),
+}
 
-    fn reduce<'a>(
+impl Cover {
+    /// The span it covers.
+    pub fn span(self, session: &SessionLog) -> Option<Span> {
+        match self {
+            Cover::Nothing => None,
+            Cover::Summary(ix) => Stand::Summary(ix).span(session),
+            Cover::Placeholder(span) => Some(span),
+        }
+    }
+
+    /// The first index of `ctx` whose event `self` covers otherwise than
+    /// `before` did: a placeholder, or a summary, that moved its end alone
+    /// changes only the events past the nearer end.
+    pub fn changed_from(self, before: Cover, ctx: &Context) -> usize {
+        let spans = (before.span(ctx.session), self.span(ctx.session));
+        match (before, self, spans) {
+            _ if before == self => ctx.events.len(),
+            (Cover::Placeholder(_), Cover::Placeholder(_), (Some(a), Some(b)))
+            | (Cover::Summary(_), Cover::Summary(_), (Some(a), Some(b)))
+                if a.from_seq == b.from_seq =>
+            {
+                let to_seq = a.to_seq.min(b.to_seq);
+                ctx.events.partition_point(|e| e.seq <= to_seq)
+            }
+            _ => 0,
+        }
+    }
+}
+
+impl SummaryReducer<'_> {
+    /// What stands for the oldest span, decided on the context as the
+    /// earlier reducers left it; `removable` is `removable_prefix` of it.
+    pub fn decide(
         &self,
-        mut ctx: Context<'a>,
+        ctx: &Context,
         budget: &Budget,
-        state: State,
-    ) -> (Context<'a>, State) {
-        ctx.before_summary = ctx.event_tokens();
+        state: &mut State,
+        removable: &[u64],
+    ) -> Cover {
         let first = ctx.first_dialogue();
         let Some(first_seq) = ctx.events.get(first).map(|e| e.seq) else {
-            return (ctx, state);
+            return Cover::Nothing;
         };
         let summaries = &ctx.session.summaries;
         let fits = |s: &Summary| applicable(s, ctx.call) && s.from_seq <= first_seq;
@@ -175,51 +336,71 @@ impl Reducer for SummaryReducer<'_> {
         // a new version is recorded (docs/contract.md §6.6).
         let in_use = state.in_use.is_some() && self.policy.use_recorded;
         let over = self.fired;
+        let needed = || match needed_span(ctx, budget, self.policy.summarize_to, removable) {
+            Some(span) => Cover::Placeholder(span),
+            None => Cover::Nothing,
+        };
         let Some(ix) = newest.filter(|_| in_use || over) else {
-            if !over {
-                return (ctx, state);
-            }
             // Over, and nothing recorded to use: say which span needs a summary.
-            let ctx = match needed_span(&ctx, budget, self.policy.summarize_to) {
-                Some(span) => with_placeholder(ctx, span),
-                None => ctx,
-            };
-            return (ctx, state);
+            return if over { needed() } else { Cover::Nothing };
         };
-        let state = State {
-            in_use: Some(summaries[ix].id),
-            ..state
-        };
+        state.in_use = Some(summaries[ix].id);
         let span = Span {
             from_seq: summaries[ix].from_seq,
             to_seq: summaries[ix].to_seq,
         };
         // Healing pairs after covering only takes out more, so this bound is safe.
-        let after = ctx.event_tokens() - removable_in(&ctx, span) + summary_tokens(&ctx, ix);
+        let after =
+            ctx.event_tokens() - removable_in(ctx, span, removable) + summary_tokens(ctx, ix);
         if budget.provider(after) <= budget.target {
-            return (apply_summary(ctx, ix), state);
+            return Cover::Summary(ix);
         }
         // Still over: a summary of a longer span is needed; a placeholder stands in
         // for it, superseding the recorded one, which covers less.
-        match needed_span(&ctx, budget, self.policy.summarize_to) {
-            Some(span) => (with_placeholder(ctx, span), state),
-            None => (apply_summary(ctx, ix), state),
+        match needed() {
+            Cover::Nothing => Cover::Summary(ix),
+            placeholder => placeholder,
         }
     }
 }
 
-/// Tokens of the sent dialogue events in `span` that a summary would take out.
-fn removable_in(ctx: &Context, span: Span) -> u64 {
+/// The context with `cover` in place of the oldest span.
+pub fn apply_cover(ctx: Context, cover: Cover) -> Context {
+    match cover {
+        Cover::Nothing => ctx,
+        Cover::Summary(ix) => apply_summary(ctx, ix),
+        Cover::Placeholder(span) => with_placeholder(ctx, span),
+    }
+}
+
+/// Tokens of the sent dialogue events in `span` that a summary would take out,
+/// from `removable` (see `removable_prefix`).
+fn removable_in(ctx: &Context, span: Span, removable: &[u64]) -> u64 {
     let first = ctx.first_dialogue();
     let start = ctx
         .events
         .partition_point(|e| e.seq < span.from_seq)
         .max(first);
     let end = ctx.events.partition_point(|e| e.seq <= span.to_seq);
-    (start..end.max(start))
-        .filter(|&ix| !is_pinnable(ctx, ix))
-        .map(|ix| ctx.slots[ix].tokens)
-        .sum()
+    removable[end.max(start)] - removable[start]
+}
+
+/// Extends `removable`, the tokens a summary would take out of the events
+/// before each index (the sent dialogue events, less the pinned pairs that
+/// stay; one more entry than events), from `ctx.settled` on.
+pub fn extend_removable(ctx: &Context, removable: &mut Vec<u64>) {
+    removable.truncate(ctx.settled + 1);
+    if removable.is_empty() {
+        removable.push(0);
+    }
+    let first = ctx.first_dialogue();
+    let mut sum = removable[removable.len() - 1];
+    for ix in removable.len() - 1..ctx.events.len() {
+        if ix >= first && !is_pinnable(ctx, ix) {
+            sum += ctx.slots[ix].tokens;
+        }
+        removable.push(sum);
+    }
 }
 
 /// A never_evict tool result, or the call it answers: kept when its span is summarized.
@@ -246,7 +427,7 @@ pub(super) fn apply_summary(mut ctx: Context, ix: usize) -> Context {
 /// Marks every sent dialogue event in `span` summarized, except never_evict
 /// tool events, which are pinned; then heals pairs cut by the span's end.
 pub(super) fn cover(ctx: &mut Context, span: Span, why: Why) {
-    let first = ctx.first_dialogue();
+    let first = ctx.first_dialogue().max(ctx.settled);
     for ix in first..ctx.events.len() {
         let event = &ctx.events[ix];
         if event.seq < span.from_seq || event.seq > span.to_seq {
@@ -288,30 +469,27 @@ fn is_pinned_tool(ctx: &Context, ix: usize) -> bool {
 /// summary would bring the context down to `summarize_to` of its target (or,
 /// failing that, under the target; or else all earlier turns). `None` when
 /// there is no earlier turn.
-fn needed_span(ctx: &Context, budget: &Budget, summarize_to: f64) -> Option<Span> {
+fn needed_span(
+    ctx: &Context,
+    budget: &Budget,
+    summarize_to: f64,
+    removable: &[u64],
+) -> Option<Span> {
     let first = ctx.first_dialogue();
     let from_seq = ctx.events.get(first)?.seq;
     let call_turn = ctx.call.turn;
-    // Candidate ends: the last event of each turn before the call's own.
-    let ends: Vec<usize> = (first..ctx.events.len())
-        .filter(|&ix| {
-            let turn = ctx.events[ix].turn;
-            turn < call_turn && ctx.events.get(ix + 1).is_none_or(|next| next.turn != turn)
-        })
-        .collect();
-    let last_end = *ends.last()?;
+    let events = ctx.events;
+    // Candidate ends: the last event of each run of a turn before the call's own.
+    let is_end = |ix: usize| {
+        let turn = events[ix].turn;
+        turn < call_turn && events.get(ix + 1).is_none_or(|next| next.turn != turn)
+    };
+    let last_end = (first..events.len()).rev().find(|&ix| is_end(ix))?;
     // Tokens a span ending at each index would take out (pinned pairs stay).
-    let mut removed = Vec::with_capacity(ctx.events.len());
-    let mut sum = 0;
-    for ix in 0..ctx.events.len() {
-        if ix >= first && !is_pinnable(ctx, ix) {
-            sum += ctx.slots[ix].tokens;
-        }
-        removed.push(sum);
-    }
+    let removed = &removable[1..];
     let span_to = |end: usize| Span {
         from_seq,
-        to_seq: ctx.events[end].seq,
+        to_seq: events[end].seq,
     };
     // The summary to come will take about what the newest one takes, and at
     // least what the placeholder does.
@@ -327,9 +505,12 @@ fn needed_span(ctx: &Context, budget: &Budget, summarize_to: f64) -> Option<Span
         .max_by_key(|(_, s)| s.version)
         .map_or(marker, |(&tokens, _)| u64::from(tokens).max(marker));
     let total = ctx.event_tokens();
+    // The first end whose span fits `goal`: a span ending later takes out
+    // more, so the first index that fits, then the end of its run.
     let first_fit = |goal: u64| {
-        let fits = |end: &usize| total - removed[*end] + expected <= goal;
-        ends.get(ends.partition_point(|end| !fits(end))).copied()
+        let fits = |removed: u64| total - removed + expected <= goal;
+        let at = first + removed[first..=last_end].partition_point(|&r| !fits(r));
+        (at..=last_end).find(|&ix| is_end(ix))
     };
     // Collapse in chunks: down to `summarize_to` of the target where the turns
     // allow, so the split point does not creep forward at every call.
@@ -360,39 +541,88 @@ pub fn placeholder_text(session: &SessionLog, span: Span) -> String {
     )
 }
 
+/// What a call's layout leaves for the next: where it placed the events
+/// after the system prompt (pinned ones, then the rest, by index, leaving
+/// out those sent around the stand), and its order, with each item's
+/// tokens and their running sums. Only the events from the next context's
+/// `low` on may have moved, so the next order keeps what comes before.
+#[derive(Clone, Debug, Default)]
+pub struct Laid {
+    /// Whether `pinned` and `rest` hold a layout's places (not a record's).
+    placed: bool,
+    around: Vec<usize>,
+    pinned: Vec<usize>,
+    rest: Vec<usize>,
+    /// How many items come before the pinned ones.
+    head: usize,
+    /// Shared with the projection, and taken back when it is dropped.
+    order: Arc<Vec<ItemRef>>,
+    tokens: Arc<Vec<u64>>,
+    /// Tokens of the items before each place of `order` (one more entry).
+    sums: Vec<u64>,
+}
+
+impl Laid {
+    /// The same, with only the order kept: the next call starts its layout
+    /// over, and still compares its order with this one.
+    pub fn order_only(self) -> Laid {
+        Laid {
+            order: self.order,
+            tokens: self.tokens,
+            sums: self.sums,
+            ..Laid::default()
+        }
+    }
+}
+
+/// One item of the order and its tokens.
+type Item = (ItemRef, u64);
+
 /// Lays the context out for sending: system prompt, summary, pinned pairs,
-/// the tail in log order, injections last (docs/contract.md §6.3).
-pub fn layout(ctx: Context, budget: Budget) -> Projected {
-    let mut order = Vec::with_capacity(ctx.events.len() + 2);
-    let mut order_tokens = Vec::with_capacity(ctx.events.len() + 2);
-    let mut push = |item: ItemRef, tokens: u64| {
-        order.push(item);
-        order_tokens.push(tokens);
-    };
+/// the tail in log order, injections last (docs/contract.md §6.3). `laid`
+/// is what the call before's layout left (empty from scratch).
+pub fn layout<'a>(ctx: Context<'a>, budget: Budget, laid: &mut Laid) -> Projected<'a> {
     let mut errors = ctx.errors.clone();
     let mut injections = Vec::new();
-    let mut injected = 0;
-    match ctx.sent.as_deref() {
+    let (fresh, from, injected, own_injected) = match ctx.sent.as_deref() {
         // The record, as it was sent.
         Some(sent) => {
-            for (at, found) in sent.found.iter().enumerate() {
-                match found.index() {
-                    Some(ix) => push(
+            let items = sent
+                .found
+                .iter()
+                .enumerate()
+                .map(|(at, found)| match found.index() {
+                    Some(ix) => (
                         ItemRef::Event(ix, ctx.slots[ix].status),
                         ctx.slots[ix].tokens,
                     ),
-                    None => push(
+                    None => (
                         ItemRef::Recorded(at),
                         ctx.counts.text(&sent.events[at].content),
                     ),
-                }
-            }
+                });
+            let items = items.collect();
+            *laid = std::mem::take(laid).order_only();
+            (items, 0, 0, 0)
         }
-        None => {
-            injected = lay_out(&ctx, &budget, &mut push, &mut injections, &mut errors);
-        }
+        None => lay_out(&ctx, laid, &budget, &mut injections, &mut errors),
+    };
+    let own = ctx.around.before.len() + ctx.around.after.len();
+    let reused = reused(laid, from, &fresh, own);
+    let order = Arc::make_mut(&mut laid.order);
+    let order_tokens = Arc::make_mut(&mut laid.tokens);
+    order.truncate(from);
+    order_tokens.truncate(from);
+    laid.sums.truncate(from + 1);
+    if laid.sums.is_empty() {
+        laid.sums.push(0);
     }
-    let total_tokens: u64 = order_tokens.iter().sum();
+    for &(item, tokens) in &fresh {
+        order.push(item);
+        order_tokens.push(tokens);
+        laid.sums.push(laid.sums[laid.sums.len() - 1] + tokens);
+    }
+    let total_tokens = laid.sums[laid.sums.len() - 1];
     let reduced = total_tokens - injected;
     let over_target = budget.provider(reduced) > budget.target;
     let over_budget = over_target || injected > budget.injection_reserve;
@@ -420,16 +650,20 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
             ),
         });
     }
+    let evicted = ctx.totals().1;
     Projected {
         session: ctx.session,
         call: ctx.call,
         budget,
-        slots: ctx.slots,
+        slots: Arc::new(ctx.slots),
+        evicted,
         stand: ctx.stand,
         needs_summary: ctx.needs_summary,
         before_summary: ctx.before_summary,
-        order,
-        order_tokens,
+        order: Arc::clone(&laid.order),
+        order_tokens: Arc::clone(&laid.tokens),
+        reused,
+        injected: injected + own_injected,
         injections,
         total_tokens,
         over_budget,
@@ -439,69 +673,149 @@ pub fn layout(ctx: Context, budget: Budget) -> Projected {
         fired: Vec::new(),
         compacted: false,
         stand_role: ctx.around.role,
-        around_stand: ctx.around.before.len() + ctx.around.after.len(),
+        around_stand: own,
         lead: ctx.around.events.clone(),
         sent: ctx.sent,
     }
 }
 
+/// Tokens of the longest common prefix of the new order (the call
+/// before's up to `from`, then `fresh`) with the call before's, as a
+/// provider's prompt cache could reuse them: the engine's own messages
+/// around the stand (the first `own` injections) belong to it, the host's
+/// injections do not.
+fn reused(laid: &Laid, from: usize, fresh: &[Item], own: usize) -> u64 {
+    let before = laid.sums.get(from).copied().unwrap_or(0);
+    before
+        + fresh
+            .iter()
+            .zip(laid.order.get(from..).unwrap_or_default())
+            .take_while(|((item, _), previous)| {
+                item.same_as(previous) && !matches!(item, ItemRef::Injection(i) if *i >= own)
+            })
+            .map(|((_, tokens), _)| tokens)
+            .sum::<u64>()
+}
+
+/// The first index in one sorted list and not the other (`usize::MAX` when
+/// they are the same).
+fn first_difference(a: &[usize], b: &[usize]) -> usize {
+    match a.iter().zip(b).find(|(x, y)| x != y) {
+        Some((x, y)) => *x.min(y),
+        None => a
+            .get(b.len())
+            .or(b.get(a.len()))
+            .copied()
+            .unwrap_or(usize::MAX),
+    }
+}
+
 /// The context in send order (docs/contract.md §6, order): the system prompt,
 /// what stands in for the oldest span (with the events and messages a preset
-/// puts around it), pinned events, the tail, then the host's injections;
-/// the tokens injected.
+/// puts around it), pinned events, the tail, then the host's injections.
+/// The items from the first place where the order may differ from the call
+/// before's (`laid`), that place, and the tokens injected by the host and
+/// by the engine around the stand.
 fn lay_out(
     ctx: &Context,
+    laid: &mut Laid,
     budget: &Budget,
-    push: &mut impl FnMut(ItemRef, u64),
     injections: &mut Vec<Injection>,
     errors: &mut Vec<CallError>,
-) -> u64 {
+) -> (Vec<Item>, usize, u64, u64) {
     let first = ctx.first_dialogue();
     let sent = |ix: &usize| ctx.slots[*ix].status.is_sent();
-    for ix in (0..first).filter(sent) {
-        push(
+    let event = |ix: usize| {
+        (
             ItemRef::Event(ix, ctx.slots[ix].status),
             ctx.slots[ix].tokens,
-        );
-    }
+        )
+    };
+    let mut head: Vec<Item> = (0..first).filter(sent).map(event).collect();
     let around = &ctx.around;
-    for &ix in around.events.iter().filter(|&ix| sent(ix)) {
-        push(
-            ItemRef::Event(ix, ctx.slots[ix].status),
-            ctx.slots[ix].tokens,
-        );
-    }
+    head.extend(
+        around
+            .events
+            .iter()
+            .filter(|&ix| sent(ix))
+            .map(|&ix| event(ix)),
+    );
     // The engine's own messages are the policy's words, the same every call.
-    let mut own = |made: &[Injection], push: &mut dyn FnMut(ItemRef, u64)| {
+    let mut own = |made: &[Injection], head: &mut Vec<Item>| {
         for injection in made {
-            push(
-                ItemRef::Injection(injections.len()),
-                ctx.counts.fixed_text(&injection.content),
-            );
+            let tokens = ctx.counts.fixed_text(&injection.content);
+            head.push((ItemRef::Injection(injections.len()), tokens));
             injections.push(injection.clone());
         }
     };
-    own(&around.before, push);
+    own(&around.before, &mut head);
     let made = ctx.made_text.as_deref().map_or(0, |t| ctx.counts.text(t));
     match ctx.stand {
-        Some(Stand::Summary(ix)) => push(ItemRef::Summary(ix), summary_tokens(ctx, ix) + made),
-        Some(Stand::Placeholder(span)) => push(
+        Some(Stand::Summary(ix)) => {
+            head.push((ItemRef::Summary(ix), summary_tokens(ctx, ix) + made))
+        }
+        Some(Stand::Placeholder(span)) => head.push((
             ItemRef::Placeholder(span),
             ctx.counts.text(&placeholder_text(ctx.session, span)) + made,
-        ),
-        Some(Stand::Generated(span)) => push(ItemRef::Generated(span), made),
+        )),
+        Some(Stand::Generated(span)) => head.push((ItemRef::Generated(span), made)),
         None => {}
     }
-    own(&around.after, push);
-    let tail = (first..ctx.events.len()).filter(|ix| sent(ix) && !around.events.contains(ix));
-    let (pinned, rest): (Vec<usize>, Vec<usize>) =
-        tail.partition(|&ix| ctx.slots[ix].status == Status::Pinned);
-    for ix in pinned.into_iter().chain(rest) {
-        push(
-            ItemRef::Event(ix, ctx.slots[ix].status),
-            ctx.slots[ix].tokens,
-        );
+    own(&around.after, &mut head);
+    // The tail, placed again from where its events may have moved.
+    let same_head = laid.placed
+        && laid.head == head.len()
+        && head
+            .iter()
+            .zip(laid.order.iter().zip(laid.tokens.iter()))
+            .all(|(&(item, tokens), (&was, &had))| item == was && tokens == had);
+    // The events sent around the stand are not in the tail: those that
+    // joined or left them moved too.
+    let mut aside = around.events.clone();
+    aside.sort_unstable();
+    let start = match laid.placed {
+        true => ctx
+            .low
+            .min(first_difference(&laid.around, &aside))
+            .max(first),
+        false => first,
+    };
+    let kept = |list: &[usize]| list.partition_point(|&ix| ix < start);
+    let (pinned, rest) = (kept(&laid.pinned), kept(&laid.rest));
+    let unmoved = laid.pinned.len() == pinned;
+    laid.pinned.truncate(pinned);
+    laid.rest.truncate(rest);
+    for (ix, slot) in ctx.slots.iter().enumerate().skip(start) {
+        if aside.binary_search(&ix).is_ok() {
+            continue;
+        }
+        match slot.status {
+            Status::Pinned => laid.pinned.push(ix),
+            status if status.is_sent() => laid.rest.push(ix),
+            _ => {}
+        }
     }
+    laid.placed = true;
+    laid.around = aside;
+    // The first place that may differ: in the head, among the pinned
+    // events, or among the rest.
+    let from = if !same_head {
+        head.iter()
+            .zip(laid.order.iter().zip(laid.tokens.iter()))
+            .take_while(|(item, (was, had))| item.0 == **was && item.1 == **had)
+            .count()
+    } else if !unmoved || laid.pinned.len() != pinned {
+        head.len() + pinned
+    } else {
+        head.len() + pinned + rest
+    };
+    let tail = laid.pinned.iter().chain(&laid.rest);
+    let mut fresh: Vec<Item> = head.iter().copied().skip(from).collect();
+    fresh.extend(
+        tail.skip(from.saturating_sub(head.len()))
+            .map(|&ix| event(ix)),
+    );
+    laid.head = head.len();
     let own = injections.len();
     match ctx.call.parsed_injections() {
         Ok(recorded) => injections.extend(recorded),
@@ -518,7 +832,7 @@ fn lay_out(
             Some(t) => t.max(0) as u64,
             None => ctx.counts.text(&injection.content),
         };
-        push(ItemRef::Injection(i), tokens);
+        fresh.push((ItemRef::Injection(i), tokens));
         injected += tokens;
         if tokens > budget.injection_reserve {
             errors.push(CallError {
@@ -539,5 +853,10 @@ fn lay_out(
             ),
         });
     }
-    injected
+    let own_injected = head
+        .iter()
+        .filter(|(item, _)| matches!(item, ItemRef::Injection(_)))
+        .map(|(_, tokens)| tokens)
+        .sum();
+    (fresh, from, injected, own_injected)
 }

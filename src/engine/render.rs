@@ -116,7 +116,7 @@ impl Projected<'_> {
         let recorded = self.sent.is_some();
         self.order
             .iter()
-            .zip(&self.order_tokens)
+            .zip(self.order_tokens.iter())
             .map(|(item, &tokens)| match *item {
                 ItemRef::Event(ix, status) => {
                     let e = &events[ix];

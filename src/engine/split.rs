@@ -6,33 +6,52 @@
 //! split and the tail stays byte-stable (docs/contract.md §6.6).
 
 use super::context::Context;
-use super::reducers::{applicable, apply_summary, with_placeholder};
-use super::{Span, State, trigger};
+use super::reducers::{Cover, applicable, apply_cover};
+use super::{Carry, Span, State, trigger};
 use crate::model::Kind;
 use crate::policy::{Budget, Policy};
 
 /// What one split preset decides: where the tail starts, and its own
-/// touches to the context once the span is collapsed.
+/// touches to the context once the span is collapsed (from `settled` on;
+/// with `whole_turns`, each turn's touches read the whole turn, so a turn
+/// is touched again whole); `touched` says where its touches under a span
+/// begin, to be made again when the split moves.
 pub struct Split {
     pub tail_start: fn(&Context, &Policy) -> usize,
-    pub touch: fn(&mut Context, Span, &Budget, &Policy, &mut State),
+    pub touch: fn(&mut Context, Span, &Budget, &Policy, &mut State, &mut Carry),
+    pub touched: fn(&Context, Span, &Policy) -> usize,
+    pub whole_turns: bool,
 }
 
 /// No touches: the span collapses, the tail stays.
-pub fn untouched(_: &mut Context, _: Span, _: &Budget, _: &Policy, _: &mut State) {}
+pub fn untouched(_: &mut Context, _: Span, _: &Budget, _: &Policy, _: &mut State, _: &mut Carry) {}
+
+/// Touches that begin nowhere, or past the span (`usize::MAX`).
+pub fn nothing(_: &Context, _: Span, _: &Policy) -> usize {
+    usize::MAX
+}
 
 pub fn project<'a>(
-    ctx: Context<'a>,
+    mut ctx: Context<'a>,
     budget: &Budget,
     policy: &Policy,
     state: &mut State,
+    carry: &mut Carry,
     fired: &mut Vec<&'static str>,
     split: &Split,
 ) -> Context<'a> {
-    let mut ctx = match state.split {
-        Some(span) => apply(ctx, span, budget, policy, state, split),
-        None => ctx,
-    };
+    // The split the call before left stands over the events it saw: only
+    // what its summary changed, and the events since, are laid out again.
+    let use_recorded = policy.summary.use_recorded;
+    let cover = state
+        .split
+        .map_or(Cover::Nothing, |span| choose(&ctx, span, use_recorded));
+    let from = moved(&ctx, carry.cover, cover, policy, split).min(ctx.settled);
+    redo(&mut ctx, from, split);
+    carry.cover = cover;
+    if let Some(span) = state.split {
+        ctx = apply(ctx, (span, cover), budget, policy, state, carry, split);
+    }
     ctx.before_summary = ctx.event_tokens();
     *fired = trigger::fired(&ctx, budget, policy, state);
     if fired.is_empty() {
@@ -45,10 +64,54 @@ pub fn project<'a>(
         return ctx;
     }
     state.split = Some(span);
+    // The new split collapses more: the old one's layout stands before the
+    // first event it lays out otherwise.
     let before = ctx.before_summary;
-    let mut ctx = apply(ctx.fresh(), span, budget, policy, state, split);
+    let now = choose(&ctx, span, use_recorded);
+    let from = moved(&ctx, cover, now, policy, split);
+    ctx.settle();
+    redo(&mut ctx, from, split);
+    (ctx.stand, ctx.needs_summary, ctx.made_text) = (None, None, None);
+    carry.cover = now;
+    let mut ctx = apply(ctx, (span, now), budget, policy, state, carry, split);
     ctx.before_summary = before;
     ctx
+}
+
+/// The first event laid out otherwise under `now` than under `before`: past
+/// the nearer end of the two spans, or where the touches under `before` began.
+fn moved(ctx: &Context, before: Cover, now: Cover, policy: &Policy, split: &Split) -> usize {
+    let from = now.changed_from(before, ctx);
+    match before.span(ctx.session) {
+        Some(span) if from < ctx.events.len() => from.min((split.touched)(ctx, span, policy)),
+        _ => from,
+    }
+}
+
+/// Makes the dispositions from `from` on again, from where no pair reaches
+/// across, and with `whole_turns` from the start of a turn's run.
+fn redo(ctx: &mut Context, from: usize, split: &Split) {
+    let mut from = from.min(ctx.events.len());
+    loop {
+        let mut low = ctx.pairs_from(from);
+        if split.whole_turns && low < ctx.events.len() {
+            low = run_start(ctx, low);
+        }
+        if low == from {
+            break;
+        }
+        from = low;
+    }
+    ctx.redo_from(from);
+}
+
+/// The first event of the run of the turn `ix` is in.
+fn run_start(ctx: &Context, mut ix: usize) -> usize {
+    let turn = ctx.events.get(ix).map(|e| e.turn);
+    while ix > 0 && Some(ctx.events[ix - 1].turn) == turn {
+        ix -= 1;
+    }
+    ix
 }
 
 /// The first event of the call's own turn (the dialogue's end if none).
@@ -75,9 +138,14 @@ fn wanted(ctx: &Context, policy: &Policy, split: &Split) -> Option<Span> {
 /// The first event of `turn` or a later one (the dialogue's end if none).
 pub(crate) fn turn_start(ctx: &Context, turn: i64) -> usize {
     let first = ctx.first_dialogue();
-    (first..ctx.events.len())
-        .find(|&ix| ctx.events[ix].turn >= turn)
-        .unwrap_or(ctx.events.len())
+    let dialogue = &ctx.events[first.min(ctx.events.len())..];
+    if ctx.counts.turns_ordered {
+        return first + dialogue.partition_point(|e| e.turn < turn);
+    }
+    dialogue
+        .iter()
+        .position(|e| e.turn >= turn)
+        .map_or(ctx.events.len(), |at| first + at)
 }
 
 /// A cut at a tool call or result moves back to the start of its step, so the
@@ -95,25 +163,28 @@ pub(crate) fn snap_back(ctx: &Context, mut cut: usize) -> usize {
     cut
 }
 
-/// Collapses `span` into its recorded summary, or a placeholder when the log
-/// has none for exactly this span; then the preset's own touches.
+/// Collapses `span` into `cover` (see `choose`); then the preset's own touches.
 fn apply<'a>(
     ctx: Context<'a>,
-    span: Span,
+    (span, cover): (Span, Cover),
     budget: &Budget,
     policy: &Policy,
     state: &mut State,
+    carry: &mut Carry,
     split: &Split,
 ) -> Context<'a> {
-    let mut ctx = collapse(ctx, span, policy.summary.use_recorded);
-    (split.touch)(&mut ctx, span, budget, policy, state);
+    let mut ctx = apply_cover(ctx, cover);
+    (split.touch)(&mut ctx, span, budget, policy, state, carry);
     ctx
 }
 
-/// Collapses `span` into the newest applicable recorded summary that ends
-/// where it ends, or, when the log has none, a placeholder and `needs_summary`.
-pub(crate) fn collapse(ctx: Context, span: Span, use_recorded: bool) -> Context {
-    let first_seq = ctx.events[ctx.first_dialogue()].seq;
+/// What stands for `span`: the newest applicable recorded summary that
+/// ends where it ends, or, when the log has none, a placeholder (and
+/// `needs_summary`).
+pub(crate) fn choose(ctx: &Context, span: Span, use_recorded: bool) -> Cover {
+    let Some(first_seq) = ctx.events.get(ctx.first_dialogue()).map(|e| e.seq) else {
+        return Cover::Placeholder(span);
+    };
     let recorded = ctx
         .session
         .summaries
@@ -128,7 +199,7 @@ pub(crate) fn collapse(ctx: Context, span: Span, use_recorded: bool) -> Context 
         .max_by_key(|(_, s)| (s.version, s.id))
         .map(|(ix, _)| ix);
     match recorded {
-        Some(ix) => apply_summary(ctx, ix),
-        None => with_placeholder(ctx, span),
+        Some(ix) => Cover::Summary(ix),
+        None => Cover::Placeholder(span),
     }
 }

@@ -6,11 +6,10 @@ use super::context::{Context, Why};
 use super::text::elided;
 use super::{ReducerName, Status};
 
-/// The first event of the keep window: everything before it may be cut.
-pub(crate) fn keep_window_start(ctx: &Context, keep_recent: u64) -> usize {
-    ctx.events
-        .len()
-        .saturating_sub(keep_recent as usize)
+/// The first event of the keep window of a call that saw `seen` events:
+/// everything before it may be cut.
+pub(crate) fn keep_window_start(ctx: &Context, seen: usize, keep_recent: u64) -> usize {
+    seen.saturating_sub(keep_recent.min(usize::MAX as u64) as usize)
         .max(ctx.first_dialogue())
 }
 

@@ -243,11 +243,11 @@ pub enum External {
 pub struct CallView {
     pub call: usize,
     pub policy: Policy,
-    pub slots: Vec<Slot>,
+    pub slots: Arc<Vec<Slot>>,
     /// What the slots' reasons read of the call.
     pub at: At,
-    pub order: Vec<ItemRef>,
-    pub order_tokens: Vec<u64>,
+    pub order: Arc<Vec<ItemRef>>,
+    pub order_tokens: Arc<Vec<u64>>,
     pub stand: Option<Stand>,
     /// The stand item's text as sent (summary, placeholder or one-liners).
     pub stand_text: Option<String>,

@@ -3,9 +3,9 @@
 //! at a tool call or result moves back to the start of its step; the rest
 //! collapses into one summary.
 
-use crate::engine::State;
 use crate::engine::context::Context;
 use crate::engine::split::{self, Split};
+use crate::engine::{Carry, State};
 use crate::policy::{Budget, Policy};
 
 pub fn project<'a>(
@@ -13,13 +13,16 @@ pub fn project<'a>(
     budget: &Budget,
     policy: &Policy,
     state: &mut State,
+    carry: &mut Carry,
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let split = Split {
         tail_start,
         touch: split::untouched,
+        touched: split::nothing,
+        whole_turns: false,
     };
-    split::project(ctx, budget, policy, state, fired, &split)
+    split::project(ctx, budget, policy, state, carry, fired, &split)
 }
 
 fn tail_start(ctx: &Context, policy: &Policy) -> usize {

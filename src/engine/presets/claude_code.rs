@@ -12,10 +12,12 @@
 
 use std::sync::Arc;
 
-use super::{count_before, drop_markers, estimate, follow_marker};
+use super::opencode::Cleared;
+use super::{count_before, drop_markers, follow_marker};
 use crate::engine::context::{Context, Why};
-use crate::engine::split::collapse;
-use crate::engine::{ReducerName, Span, State, Status, seconds};
+use crate::engine::reducers::{Cover, apply_cover};
+use crate::engine::split::choose;
+use crate::engine::{Carry, ReducerName, Span, State, Status, seconds};
 use crate::model::{Event, Kind};
 use crate::policy::{Budget, ClaudeCode, Policy};
 
@@ -34,20 +36,32 @@ pub fn threshold(policy: &Policy) -> u64 {
         .saturating_sub(c.buffer)
 }
 
+/// What claude-code carries from call to call: the results the host's log
+/// says it cleared, with when (read once, as they come), and the time of
+/// the call before.
+#[derive(Clone, Debug, Default)]
+pub struct Carried {
+    host: Vec<(usize, Time)>,
+    now: Option<Time>,
+}
+
+type Time = chrono::DateTime<chrono::FixedOffset>;
+
 pub fn project<'a>(
     mut ctx: Context<'a>,
     budget: &Budget,
     policy: &Policy,
     state: &mut State,
+    carry: &mut Carry,
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let c = &policy.claude_code;
     let first = ctx.first_dialogue();
     let n = ctx.events.len();
-    let followed = follow_marker(&ctx, state, policy, fired).is_some();
+    let followed = follow_marker(&ctx, state, policy, fired, carry.seen).is_some();
     if !followed
         && n > first
-        && count_before(&ctx, budget, state, estimate)
+        && count_before(&ctx, budget, state, |ctx, ix| ctx.counts.estimate(ix))
             .is_some_and(|count| count >= threshold(policy))
         && state.split.is_none_or(|s| s.to_seq < ctx.events[n - 1].seq)
     {
@@ -57,15 +71,65 @@ pub fn project<'a>(
             to_seq: ctx.events[n - 1].seq,
         });
     }
-    ctx.before_summary = ctx.event_tokens();
-    if let Some(span) = state.split {
-        ctx = collapse(ctx, span, policy.summary.use_recorded);
+    ctx.before_summary = ctx.raw_total();
+    // The call before's slots stand before the first event the summary
+    // moved, unless the clock went back (what the host cleared then may not
+    // be cleared now).
+    let now = chrono::DateTime::parse_from_rfc3339(&ctx.call.ts).ok();
+    let before = carry.claude_code.now;
+    let cover = state.split.map_or(Cover::Nothing, |span| {
+        choose(&ctx, span, policy.summary.use_recorded)
+    });
+    if before.is_some() && (now.is_none() || now < before) {
+        ctx.redo_from(0);
     }
+    ctx.redo_from(ctx.pairs_from(cover.changed_from(carry.cover, &ctx)));
+    carry.cover = cover;
+    ctx = apply_cover(ctx, cover);
     drop_markers(&mut ctx);
     if c.microcompact && idle(&ctx, state, c) {
         microcompact(&ctx, c, state, fired);
     }
-    clear(&mut ctx, c, state, policy.trigger.on_request);
+    let host = &mut carry.claude_code.host;
+    for ix in carry.seen..n {
+        if let Some(at) = cleared_at(&ctx.events[ix]) {
+            host.push((ix, at));
+        }
+    }
+    let new = carry.pruned.since(&state.pruned).to_vec();
+    carry.pruned = Cleared::of(&state.pruned);
+    let honour = policy.trigger.on_request;
+    clear(&mut ctx, c, state, honour.then_some(host.as_slice()), now);
+    // Results cleared since the call before, among the settled slots.
+    let settled = ctx.settled;
+    let due = host
+        .iter()
+        .filter(|&&(ix, at)| honour && ix < settled && before.is_none_or(|b| at > b))
+        .filter(|&&(_, at)| now.is_some_and(|now| at <= now))
+        .map(|&(ix, _)| (ix, None));
+    let pruned = new
+        .iter()
+        .filter_map(|&(seq, call)| Some((ctx.session.index_of(seq)?, Some(call))))
+        .filter(|&(ix, _)| ix < settled);
+    let tokens = ctx.counts.fixed_text(&c.cleared);
+    for (ix, call) in pruned.chain(due).collect::<Vec<_>>() {
+        let slot = ctx.slots[ix];
+        let host_cleared = slot.why == Why::ClearedByHost;
+        if ctx.events[ix].kind != Kind::ToolResult
+            || !(slot.status == Status::Verbatim || (host_cleared && call.is_some()))
+        {
+            continue;
+        }
+        let why = match call {
+            Some(call) => Why::Microcompacted {
+                call,
+                idle_minutes: c.idle_minutes,
+            },
+            None => Why::ClearedByHost,
+        };
+        ctx.set(ix, Status::Stubbed, ReducerName::Microcompact, why, tokens);
+    }
+    carry.claude_code.now = now;
     ctx
 }
 
@@ -111,36 +175,49 @@ fn microcompact(ctx: &Context, c: &ClaudeCode, state: &mut State, fired: &mut Ve
     }
 }
 
-/// Sends as `cleared` what microcompact cleared, and, while the log's
-/// markers are honoured, what the host cleared before this call.
-fn clear(ctx: &mut Context, c: &ClaudeCode, state: &State, honour: bool) {
+/// Sends as `cleared` what microcompact cleared, and what the host cleared
+/// before this call (`host`, while the log's markers are honoured), from
+/// `settled` on.
+fn clear(
+    ctx: &mut Context,
+    c: &ClaudeCode,
+    state: &State,
+    host: Option<&[(usize, Time)]>,
+    now: Option<Time>,
+) {
     let tokens = ctx.counts.fixed_text(&c.cleared);
-    let now = chrono::DateTime::parse_from_rfc3339(&ctx.call.ts).ok();
-    for ix in 0..ctx.events.len() {
+    for ix in ctx.settled..ctx.events.len() {
         if ctx.slots[ix].status != Status::Verbatim || ctx.events[ix].kind != Kind::ToolResult {
             continue;
         }
         let seq = ctx.events[ix].seq;
+        let by_host = || {
+            let host = host?;
+            let at = host[host.binary_search_by_key(&ix, |h| h.0).ok()?].1;
+            Some(at <= now?)
+        };
         let why = match state.pruned.binary_search_by_key(&seq, |p| p.0) {
             Ok(at) => Why::Microcompacted {
                 call: state.pruned[at].1,
                 idle_minutes: c.idle_minutes,
             },
-            Err(_) if honour && cleared_by_host(&ctx.events[ix], now) => Why::ClearedByHost,
+            Err(_) if by_host() == Some(true) => Why::ClearedByHost,
             Err(_) => continue,
         };
         ctx.set(ix, Status::Stubbed, ReducerName::Microcompact, why, tokens);
     }
 }
 
-/// Whether the host's own microcompaction cleared this result before `now`
-/// (the importer keeps when, as `cleared_at` in its meta).
-fn cleared_by_host(event: &Event, now: Option<chrono::DateTime<chrono::FixedOffset>>) -> bool {
-    let at = event
+/// When the host's own microcompaction cleared this result, if it did (the
+/// importer keeps when, as `cleared_at` in its meta).
+fn cleared_at(event: &Event) -> Option<Time> {
+    if event.kind != Kind::ToolResult {
+        return None;
+    }
+    event
         .meta
         .as_deref()
         .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
         .and_then(|v| v["cleared_at"].as_str().map(str::to_string))
-        .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok());
-    matches!((at, now), (Some(at), Some(now)) if at <= now)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
 }

@@ -11,8 +11,9 @@
 
 use super::{count_before, drop_markers, follow_marker};
 use crate::engine::context::{Context, Cut, Why};
-use crate::engine::split::collapse;
-use crate::engine::{ReducerName, Span, State, Status, cut_text};
+use crate::engine::reducers::{Cover, apply_cover};
+use crate::engine::split::choose;
+use crate::engine::{Carry, ReducerName, Span, State, Status, cut_text};
 use crate::model::{Event, Kind};
 use crate::policy::{Budget, Codex, Policy};
 
@@ -47,43 +48,83 @@ const CONTEXTUAL: [(&str, &str); 8] = [
 
 /// Whether a user message is part of the initial context, not the user's.
 pub fn is_contextual(text: &str) -> bool {
-    let text = text.trim().to_ascii_lowercase();
-    CONTEXTUAL
-        .iter()
-        .any(|(open, close)| text.starts_with(open) && text.ends_with(close))
+    // Its ends alone, case aside: a long message is not copied to lower case.
+    let text = text.trim().as_bytes();
+    CONTEXTUAL.iter().any(|(open, close)| {
+        text.len() >= open.len().max(close.len())
+            && text[..open.len()].eq_ignore_ascii_case(open.as_bytes())
+            && text[text.len() - close.len()..].eq_ignore_ascii_case(close.as_bytes())
+    })
 }
 
 /// What Codex keeps of `events` (the history up to a compaction): the
 /// initial context (system events and contextual user messages), and the
 /// newest real user messages within `max_tokens`, each with the tokens it
 /// is cut to when it crossed the limit. Earlier summaries are not kept.
-pub fn kept(events: &[Event], x: &Codex) -> Vec<(usize, Option<u64>)> {
-    let mut out = Vec::new();
-    let mut users = Vec::new();
-    for (ix, e) in events.iter().enumerate() {
-        match e.kind {
-            Kind::System => out.push((ix, None)),
-            Kind::User if is_contextual(&e.content) => out.push((ix, None)),
-            Kind::User if !e.content.starts_with(&x.summary_prefix) => users.push(ix),
-            _ => {}
+pub fn kept(events: &[Event], x: &Codex) -> Kept {
+    let mut messages = Messages::default();
+    messages.extend(events, 0, x);
+    messages.kept(events, events.len(), x)
+}
+
+/// What a compaction keeps: messages by index, each with the tokens it is
+/// cut to, if it is.
+pub type Kept = Vec<(usize, Option<u64>)>;
+
+/// The messages a compaction may keep, by index: the initial context and
+/// the real user messages, found once as the events come.
+#[derive(Clone, Debug, Default)]
+pub struct Messages {
+    initial: Vec<usize>,
+    users: Vec<usize>,
+}
+
+impl Messages {
+    /// Adds the events from `from` on.
+    fn extend(&mut self, events: &[Event], from: usize, x: &Codex) {
+        for (ix, e) in events.iter().enumerate().skip(from) {
+            match e.kind {
+                Kind::System => self.initial.push(ix),
+                Kind::User if is_contextual(&e.content) => self.initial.push(ix),
+                Kind::User if !e.content.starts_with(&x.summary_prefix) => self.users.push(ix),
+                _ => {}
+            }
         }
     }
-    let mut left = x.user_message_max_tokens;
-    for &ix in users.iter().rev() {
-        if left == 0 {
-            break;
+
+    /// What Codex keeps of the events before `end` (see `kept`).
+    fn kept(&self, events: &[Event], end: usize, x: &Codex) -> Kept {
+        let before = |list: &[usize]| list.partition_point(|&ix| ix < end);
+        let mut out: Kept = self.initial[..before(&self.initial)]
+            .iter()
+            .map(|&ix| (ix, None))
+            .collect();
+        let mut left = x.user_message_max_tokens;
+        for &ix in self.users[..before(&self.users)].iter().rev() {
+            if left == 0 {
+                break;
+            }
+            let tokens = approx_tokens(&events[ix].content);
+            if tokens <= left {
+                out.push((ix, None));
+                left -= tokens;
+            } else {
+                out.push((ix, Some(left)));
+                break;
+            }
         }
-        let tokens = approx_tokens(&events[ix].content);
-        if tokens <= left {
-            out.push((ix, None));
-            left -= tokens;
-        } else {
-            out.push((ix, Some(left)));
-            break;
-        }
+        out.sort_unstable();
+        out
     }
-    out.sort_unstable();
-    out
+}
+
+/// What codex carries from call to call: what it keeps of the compacted
+/// span, the same at every call while the span is, and the messages it
+/// may keep.
+#[derive(Clone, Debug, Default)]
+pub struct Carried {
+    kept: Option<(Span, Kept)>,
+    messages: Messages,
 }
 
 pub fn project<'a>(
@@ -91,16 +132,19 @@ pub fn project<'a>(
     budget: &Budget,
     policy: &Policy,
     state: &mut State,
+    carry: &mut Carry,
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let x = &policy.codex;
     let first = ctx.first_dialogue();
     let n = ctx.events.len();
-    let followed = follow_marker(&ctx, state, policy, fired).is_some();
+    let followed = follow_marker(&ctx, state, policy, fired, carry.seen).is_some();
     if !followed
         && n > first
-        && count_before(&ctx, budget, state, approx_tokens)
-            .is_some_and(|count| count >= limit(policy))
+        && count_before(&ctx, budget, state, |ctx, ix| {
+            approx_tokens(&ctx.events[ix].content)
+        })
+        .is_some_and(|count| count >= limit(policy))
         && state.split.is_none_or(|s| s.to_seq < ctx.events[n - 1].seq)
     {
         fired.push("auto_compact");
@@ -109,19 +153,49 @@ pub fn project<'a>(
             to_seq: ctx.events[n - 1].seq,
         });
     }
-    ctx.before_summary = ctx.event_tokens();
+    ctx.before_summary = ctx.raw_total();
+    // The call before's slots stand before the first event the summary or
+    // what is kept of the span moved.
+    let cover = state.split.map_or(Cover::Nothing, |span| {
+        choose(&ctx, span, policy.summary.use_recorded)
+    });
+    let mut from = cover.changed_from(carry.cover, &ctx);
+    carry.cover = cover;
+    let messages = &mut carry.codex.messages;
+    messages.extend(ctx.events, carry.seen, x);
+    let before = carry.codex.kept.take();
+    let kept = match (state.split, before) {
+        (Some(span), Some((at, kept))) if at == span => kept,
+        (split, before) => {
+            let now = split.map_or_else(Vec::new, |span| {
+                let end = ctx.events.partition_point(|e| e.seq <= span.to_seq);
+                messages.kept(ctx.events, end, x)
+            });
+            let before = before.map(|b| b.1).unwrap_or_default();
+            let differ = before.iter().zip(&now).find(|(b, n)| b != n);
+            let longer = before.get(now.len()).or(now.get(before.len()));
+            if let Some(&(ix, _)) = differ.map(|(b, n)| b.min(n)).or(longer) {
+                from = from.min(ix);
+            }
+            now
+        }
+    };
+    ctx.redo_from(ctx.pairs_from(from));
     let Some(span) = state.split else {
         drop_markers(&mut ctx);
         return ctx;
     };
-    ctx = collapse(ctx, span, policy.summary.use_recorded);
+    ctx = apply_cover(ctx, cover);
     drop_markers(&mut ctx);
-    let end = ctx.events.partition_point(|e| e.seq <= span.to_seq);
     let why = Why::CodexKept {
         max_tokens: x.user_message_max_tokens,
     };
-    for (ix, cut) in kept(&ctx.events[..end], x) {
+    for &(ix, cut) in &kept {
         if ix < first {
+            continue;
+        }
+        ctx.around.events.push(ix);
+        if ix < ctx.settled {
             continue;
         }
         let tokens = ctx.raw_tokens(ix);
@@ -135,8 +209,8 @@ pub fn project<'a>(
                 ctx.slots[ix].cut = cut;
             }
         }
-        ctx.around.events.push(ix);
     }
+    carry.codex.kept = Some((span, kept));
     let summarized = ctx.stand.is_some_and(|stand| match stand {
         crate::engine::Stand::Summary(s) => ctx.session.summaries[s]
             .content

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use crate::engine::Span;
-use crate::engine::State;
 use crate::engine::context::Context;
 use crate::engine::split::{self, Split};
+use crate::engine::{Carry, State};
 use crate::model::Kind;
 use crate::policy::{Budget, Policy};
 
@@ -17,13 +17,16 @@ pub fn project<'a>(
     budget: &Budget,
     policy: &Policy,
     state: &mut State,
+    carry: &mut Carry,
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let split = Split {
         tail_start,
         touch: state_first,
+        touched: split::nothing,
+        whole_turns: false,
     };
-    split::project(ctx, budget, policy, state, fired, &split)
+    split::project(ctx, budget, policy, state, carry, fired, &split)
 }
 
 fn tail_start(ctx: &Context, policy: &Policy) -> usize {
@@ -35,70 +38,111 @@ fn tail_start(ctx: &Context, policy: &Policy) -> usize {
 
 /// The summary opens with the span's state, made once per split: it
 /// depends on the span alone.
-fn state_first(ctx: &mut Context, span: Span, _: &Budget, _: &Policy, state: &mut State) {
+fn state_first(
+    ctx: &mut Context,
+    span: Span,
+    _: &Budget,
+    _: &Policy,
+    state: &mut State,
+    carry: &mut Carry,
+) {
     let made = match state.made.take() {
         Some((at, text)) if at == span => text,
-        _ => executive_state(ctx, span),
+        _ => {
+            // A split moves forward from the same start: the tally of the
+            // span before goes on with the events since.
+            let (from, tally) = match carry.executive.take() {
+                Some((at, tally)) if at.from_seq == span.from_seq && at.to_seq <= span.to_seq => {
+                    (at.to_seq + 1, tally)
+                }
+                _ => (span.from_seq, Tally::default()),
+            };
+            let tally = tally.go_on(ctx, from, span.to_seq);
+            let text = tally.text(span);
+            carry.executive = Some((span, tally));
+            text
+        }
     };
     ctx.made_text = Some(made.clone());
     state.made = Some((span, made));
 }
 
-/// Plan progress, working files and tool-usage counts of the span, from the
-/// log itself: what a continuing coding agent needs (the executive summary).
-fn executive_state(ctx: &Context, span: Span) -> String {
-    let mut plan: Option<String> = None;
-    let mut files: Vec<String> = Vec::new();
-    let mut usage: BTreeMap<&str, u64> = BTreeMap::new();
-    for event in ctx
-        .events
-        .iter()
-        .filter(|e| e.kind == Kind::ToolCall && (span.from_seq..=span.to_seq).contains(&e.seq))
-    {
-        let tool = event.tool_name.as_deref().unwrap_or("tool");
-        *usage.entry(tool).or_default() += 1;
-        let Ok(args) = serde_json::from_str::<serde_json::Value>(&event.content) else {
-            continue;
-        };
-        let lower = tool.to_lowercase();
-        if lower.contains("plan") || lower.contains("todo") {
-            plan = plan_progress(&args).or(plan);
-        }
-        for key in ["path", "file_path", "filename", "file", "notebook_path"] {
-            if let Some(path) = args.get(key).and_then(|v| v.as_str()) {
-                files.retain(|f| f != path);
-                files.push(path.to_string());
+/// What the tool calls of a span say: the newest plan's progress, the
+/// working files (most recent last), and how often each tool was called.
+#[derive(Clone, Debug, Default)]
+pub struct Tally {
+    plan: Option<String>,
+    files: Vec<String>,
+    usage: BTreeMap<String, u64>,
+}
+
+impl Tally {
+    /// The tally with the tool calls of seqs `from..=to` added, in log order.
+    fn go_on(mut self, ctx: &Context, from: i64, to: i64) -> Tally {
+        let start = ctx.events.partition_point(|e| e.seq < from);
+        for event in ctx.events[start..]
+            .iter()
+            .take_while(|e| e.seq <= to)
+            .filter(|e| e.kind == Kind::ToolCall)
+        {
+            let tool = event.tool_name.as_deref().unwrap_or("tool");
+            *self.usage.entry(tool.to_string()).or_default() += 1;
+            let Ok(args) = serde_json::from_str::<serde_json::Value>(&event.content) else {
+                continue;
+            };
+            let lower = tool.to_lowercase();
+            if lower.contains("plan") || lower.contains("todo") {
+                self.plan = plan_progress(&args).or(self.plan);
+            }
+            for key in ["path", "file_path", "filename", "file", "notebook_path"] {
+                if let Some(path) = args.get(key).and_then(|v| v.as_str()) {
+                    self.files.retain(|f| f != path);
+                    self.files.push(path.to_string());
+                }
             }
         }
+        self
     }
-    let mut out = format!(
-        "[state of seqs {}..{}, from the log]\nplan: {}",
-        span.from_seq,
-        span.to_seq,
-        plan.unwrap_or_else(|| "none recorded".into())
-    );
-    files.reverse();
-    files.truncate(20);
-    out.push_str(&format!(
-        "\nworking files: {}",
-        if files.is_empty() {
-            "none".to_string()
-        } else {
-            files.join(", ")
-        }
-    ));
-    let mut counts: Vec<(&str, u64)> = usage.into_iter().collect();
-    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let counts: Vec<String> = counts.iter().map(|(t, n)| format!("{t} {n}")).collect();
-    out.push_str(&format!(
-        "\ntool usage: {}",
-        if counts.is_empty() {
-            "none".to_string()
-        } else {
-            counts.join(", ")
-        }
-    ));
-    out
+
+    /// Plan progress, working files and tool-usage counts of the span, from
+    /// the log itself: what a continuing coding agent needs (the executive
+    /// summary).
+    fn text(&self, span: Span) -> String {
+        let mut out = format!(
+            "[state of seqs {}..{}, from the log]\nplan: {}",
+            span.from_seq,
+            span.to_seq,
+            self.plan.as_deref().unwrap_or("none recorded")
+        );
+        let files: Vec<&str> = self
+            .files
+            .iter()
+            .rev()
+            .take(20)
+            .map(String::as_str)
+            .collect();
+        out.push_str(&format!(
+            "\nworking files: {}",
+            if files.is_empty() {
+                "none".to_string()
+            } else {
+                files.join(", ")
+            }
+        ));
+        let mut counts: Vec<(&str, u64)> =
+            self.usage.iter().map(|(t, n)| (t.as_str(), *n)).collect();
+        counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let counts: Vec<String> = counts.iter().map(|(t, n)| format!("{t} {n}")).collect();
+        out.push_str(&format!(
+            "\ntool usage: {}",
+            if counts.is_empty() {
+                "none".to_string()
+            } else {
+                counts.join(", ")
+            }
+        ));
+        out
+    }
 }
 
 /// "2 of 5 done" and the steps, from a plan or todo tool's arguments.

@@ -22,13 +22,23 @@ pub mod tiered;
 pub mod token_fraction;
 
 use crate::engine::context::{Context, Why};
-use crate::engine::{ReducerName, State, Status};
+use crate::engine::{Carry, ReducerName, State, Status};
 use crate::model::Kind;
 use crate::policy::{Budget, Policy, Preset};
 
-/// How a preset projects one call (see the module's documentation).
-pub type Project =
-    for<'a> fn(Context<'a>, &Budget, &Policy, &mut State, &mut Vec<&'static str>) -> Context<'a>;
+/// How a preset projects one call: from the call's context, its budget,
+/// the policy, the state the session's earlier calls left and what the
+/// call before carried (see `engine::Projector`; empty from scratch), to
+/// the context with every event's disposition, naming the triggers that
+/// fired.
+pub type Project = for<'a> fn(
+    Context<'a>,
+    &Budget,
+    &Policy,
+    &mut State,
+    &mut Carry,
+    &mut Vec<&'static str>,
+) -> Context<'a>;
 
 /// One preset.
 pub struct Design {
@@ -94,12 +104,14 @@ pub fn estimate(text: &str) -> u64 {
 
 /// Follows the newest `compaction` marker of the log after the span
 /// compacted so far, while the policy honours markers (`trigger.on_request`):
-/// the span moves to just before it. Its index, where there is one.
+/// the span moves to just before it. Its index, where there is one. The
+/// call before, which saw `seen` events, followed any marker among them.
 fn follow_marker(
     ctx: &Context,
     state: &mut State,
     policy: &Policy,
     fired: &mut Vec<&'static str>,
+    seen: usize,
 ) -> Option<usize> {
     if !policy.trigger.on_request {
         return None;
@@ -110,7 +122,7 @@ fn follow_marker(
         .map_or(i64::MIN, |s| s.to_seq)
         .max(state.marker.unwrap_or(i64::MIN));
     let first = ctx.first_dialogue();
-    let ix = (first + 1..ctx.events.len())
+    let ix = ((first + 1).max(seen)..ctx.events.len())
         .rev()
         .find(|&ix| ctx.events[ix].kind == Kind::Compaction && ctx.events[ix].seq > after)?;
     fired.push("marker");
@@ -123,7 +135,7 @@ fn follow_marker(
 }
 
 /// What a host counts before this call: the previous call's reported input
-/// and output, plus `estimate` of what was added since that the model did
+/// and output, plus `estimate` of what was added since (by index) that the model did
 /// not write. Where the log has no usage for that call, or the engine
 /// compacted where the host did not (so what the host reported is not what
 /// this projection sends), the estimate the previous call was projected with.
@@ -131,7 +143,7 @@ fn count_before(
     ctx: &Context,
     budget: &Budget,
     state: &State,
-    estimate: fn(&str) -> u64,
+    estimate: fn(&Context, usize) -> u64,
 ) -> Option<u64> {
     let previous = ctx.session.call(state.previous_call?)?;
     let u = previous.usage;
@@ -143,17 +155,21 @@ fn count_before(
         _ => budget.provider(state.previous_total),
     };
     let since = ctx.events.partition_point(|e| e.seq <= previous.last_seq);
-    let added = ctx.events[since..]
-        .iter()
-        .filter(|e| matches!(e.kind, Kind::User | Kind::ToolResult | Kind::System))
-        .fold(0u64, |sum, e| sum.saturating_add(estimate(&e.content)));
+    let added = (since..ctx.events.len())
+        .filter(|&ix| {
+            matches!(
+                ctx.events[ix].kind,
+                Kind::User | Kind::ToolResult | Kind::System
+            )
+        })
+        .fold(0u64, |sum, ix| sum.saturating_add(estimate(ctx, ix)));
     Some(reported.saturating_add(added))
 }
 
 /// The host's compaction markers after the span compacted so far, which
 /// hosts that do not send them (Claude Code, Codex) leave out.
 fn drop_markers(ctx: &mut Context) {
-    for ix in ctx.first_dialogue()..ctx.events.len() {
+    for ix in ctx.first_dialogue().max(ctx.settled)..ctx.events.len() {
         if ctx.events[ix].kind == Kind::Compaction && ctx.slots[ix].status == Status::Verbatim {
             ctx.set(ix, Status::Dropped, ReducerName::Marker, Why::Marker, 0);
         }

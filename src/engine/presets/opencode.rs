@@ -13,8 +13,9 @@ use std::sync::Arc;
 pub use super::estimate;
 use super::follow_marker;
 use crate::engine::context::{Context, Why};
-use crate::engine::split::collapse;
-use crate::engine::{ReducerName, Span, State, Status};
+use crate::engine::reducers::{Cover, apply_cover};
+use crate::engine::split::choose;
+use crate::engine::{Carry, ReducerName, Span, State, Status};
 use crate::model::{Event, Injection, Kind, ModelCall};
 use crate::policy::{Budget, Opencode, Policy, Variant};
 
@@ -111,6 +112,7 @@ pub fn project<'a>(
     budget: &Budget,
     policy: &Policy,
     state: &mut State,
+    carry: &mut Carry,
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let o = &policy.opencode;
@@ -118,7 +120,7 @@ pub fn project<'a>(
     if o.prune {
         prune(&ctx, o, state, fired);
     }
-    if let Some(ix) = follow_marker(&ctx, state, policy, fired) {
+    if let Some(ix) = follow_marker(&ctx, state, policy, fired, carry.seen) {
         state.auto = is_auto(&ctx.events[ix].meta);
     } else if overflowed(&ctx, budget, policy, state)
         && let Some(span) = compacted_span(&ctx, policy)
@@ -129,9 +131,18 @@ pub fn project<'a>(
         state.auto = true;
         state.marker = None;
     }
-    ctx.before_summary = ctx.event_tokens();
-    if let Some(span) = state.split {
-        ctx = collapse(ctx, span, policy.summary.use_recorded);
+    ctx.before_summary = ctx.raw_total();
+    // The call before's slots stand before the first event the summary
+    // moved; outputs pruned since are cleared where they are.
+    let cover = state.split.map_or(Cover::Nothing, |span| {
+        choose(&ctx, span, policy.summary.use_recorded)
+    });
+    ctx.redo_from(ctx.pairs_from(cover.changed_from(carry.cover, &ctx)));
+    carry.cover = cover;
+    let new = carry.pruned.since(&state.pruned).to_vec();
+    carry.pruned = Cleared::of(&state.pruned);
+    ctx = apply_cover(ctx, cover);
+    if state.split.is_some() {
         ctx.around.role = "assistant";
         let marker = state.marker.and_then(|seq| ctx.session.index_of(seq));
         match marker.filter(|&ix| ix < ctx.events.len()) {
@@ -148,7 +159,12 @@ pub fn project<'a>(
         }
     }
     let cleared = ctx.counts.fixed_text(&o.cleared);
-    for &(seq, call) in state.pruned.iter() {
+    let settled_seq = ctx.events.get(ctx.settled).map_or(i64::MAX, |e| e.seq);
+    let from = state.pruned.partition_point(|p| p.0 < settled_seq);
+    let pruned = state.pruned[from..]
+        .iter()
+        .chain(new.iter().filter(|p| p.0 < settled_seq));
+    for &(seq, call) in pruned {
         let Some(ix) = ctx
             .session
             .index_of(seq)
@@ -165,6 +181,29 @@ pub fn project<'a>(
         }
     }
     ctx
+}
+
+/// How far the list of cleared results went at a call: its length and its
+/// last entry.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cleared(usize, Option<(i64, i64)>);
+
+impl Cleared {
+    pub(crate) fn of(list: &[(i64, i64)]) -> Cleared {
+        Cleared(list.len(), list.last().copied())
+    }
+
+    /// The entries of `now` (the list at this call) cleared since: the list,
+    /// sorted by seq, only grows, mostly past its end; when an entry came
+    /// in before it, every entry is taken for new.
+    pub(crate) fn since(self, now: &[(i64, i64)]) -> &[(i64, i64)] {
+        let Cleared(len, last) = self;
+        match len.checked_sub(1).map(|at| now.get(at).copied()) {
+            None => now,
+            Some(at) if at == last => &now[len..],
+            Some(_) => now,
+        }
+    }
 }
 
 fn own(hook: &str, content: &str) -> Injection {
@@ -241,16 +280,13 @@ fn kept_tail(ctx: &Context, policy: &Policy) -> Option<usize> {
     };
     let first = ctx.first_dialogue();
     let events = ctx.events;
-    let starts: Vec<usize> = (first..events.len())
-        .filter(|&ix| events[ix].kind == Kind::User)
-        .collect();
-    let cost = |range: std::ops::Range<usize>| -> u64 {
-        events[range].iter().map(|e| estimate(&e.content)).sum()
-    };
+    let starts = (first..events.len()).filter(|&ix| events[ix].kind == Kind::User);
+    let cost =
+        |range: std::ops::Range<usize>| -> u64 { range.map(|ix| ctx.counts.estimate(ix)).sum() };
     let mut end = events.len();
     let mut left = budget;
     let mut kept = None;
-    for &start in starts.iter().rev() {
+    for start in starts.rev() {
         let turn = cost(start..end);
         if turn <= left {
             left -= turn;
@@ -277,9 +313,11 @@ fn prune(ctx: &Context, o: &Opencode, state: &mut State, fired: &mut Vec<&'stati
         return;
     };
     let events = ctx.events;
-    let Some(end) = (0..events.len()).rev().find(|&ix| {
-        events[ix].seq > since && events[ix].kind == Kind::User && !is_synthetic(&events[ix])
-    }) else {
+    let new = events.partition_point(|e| e.seq <= since);
+    let Some(end) = (new..events.len())
+        .rev()
+        .find(|&ix| events[ix].kind == Kind::User && !is_synthetic(&events[ix]))
+    else {
         return;
     };
     let pivot_end = state.split.map_or(i64::MIN, |s| s.to_seq);
@@ -315,7 +353,7 @@ fn prune(ctx: &Context, o: &Opencode, state: &mut State, fired: &mut Vec<&'stati
         {
             break;
         }
-        let tokens = estimate(&event.content);
+        let tokens = ctx.counts.estimate(ix);
         total += tokens;
         if total > o.prune_protect {
             freed += tokens;
@@ -325,8 +363,15 @@ fn prune(ctx: &Context, o: &Opencode, state: &mut State, fired: &mut Vec<&'stati
     if freed > o.prune_minimum {
         fired.push("prune");
         let all = Arc::make_mut(&mut state.pruned);
+        // Marked newest first; mostly all newer than those pruned before.
+        marked.reverse();
+        let sorted = all
+            .last()
+            .is_none_or(|last| marked.first().is_none_or(|m| last < m));
         all.extend(marked);
-        all.sort_unstable();
+        if !sorted {
+            all.sort_unstable();
+        }
     }
 }
 

@@ -1,26 +1,82 @@
 //! Preset `pipeline`: the reducer pipeline, cheap to expensive: tool-result
 //! retention, the sliding window, then, when a trigger fires, the summary.
 
-use crate::engine::context::Context;
-use crate::engine::reducers::{Reducer, SummaryReducer, ToolResults, Window};
-use crate::engine::{State, trigger};
+use std::sync::Arc;
+
+use crate::engine::context::{Context, Slot};
+use crate::engine::reducers::{
+    Bounds, SummaryReducer, ToolResults, Window, apply_cover, extend_removable,
+};
+use crate::engine::{Carry, State, trigger};
 use crate::policy::{Budget, Policy};
 
+/// What the pipeline carries from call to call: the slots as the summary
+/// found them, what a summary would take out before each index, where the
+/// window stood, and each tool's results.
+#[derive(Clone, Debug, Default)]
+pub struct Carried {
+    base: Vec<Slot>,
+    base_totals: (u64, usize),
+    never_evict: bool,
+    removable: Vec<u64>,
+    window: Option<Bounds>,
+    results: Vec<Vec<usize>>,
+}
+
 pub fn project<'a>(
-    context: Context<'a>,
+    mut ctx: Context<'a>,
     budget: &Budget,
     policy: &Policy,
     state: &mut State,
+    carry: &mut Carry,
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
-    let (context, ()) = ToolResults(&policy.tool_results).reduce(context, budget, ());
-    let (context, ()) = Window(&policy.window).reduce(context, budget, ());
-    *fired = trigger::fired(&context, budget, policy, state);
+    let Carried {
+        base,
+        base_totals,
+        never_evict,
+        mut removable,
+        window,
+        mut results,
+    } = std::mem::take(&mut carry.pipeline);
+    // Retention and the window, on the slots the call before left them,
+    // made again from the first event whose place they may have changed.
+    let counts = Arc::clone(&ctx.counts);
+    let mut base = Context::carried(ctx.session, ctx.call, counts, base, base_totals);
+    let retention = ToolResults(&policy.tool_results);
+    let sliding = Window(&policy.window);
+    ToolResults::index_results(&base, carry.seen, &mut results);
+    let bounds = sliding.bounds(&base, &retention);
+    let from = retention
+        .changed_from(&base, carry.turn, carry.seen, &results)
+        .min(window.map_or(0, |before| Window::changed_from(&base, before, bounds)));
+    base.redo_from(base.pairs_from(from));
+    base.never_evict = never_evict;
+    retention.reduce(&mut base);
+    sliding.reduce(&mut base, bounds);
+    extend_removable(&base, &mut removable);
+    *fired = trigger::fired(&base, budget, policy, state);
     let summary = SummaryReducer {
         policy: &policy.summary,
         fired: !fired.is_empty(),
     };
-    let (context, next) = summary.reduce(context, budget, state.clone());
-    *state = next;
-    context
+    let cover = summary.decide(&base, budget, state, &removable);
+    // The summary over them: the call before's slots stand before the first
+    // event whose slot or cover changed.
+    ctx.redo_from(base.settled.min(cover.changed_from(carry.cover, &base)));
+    for ix in ctx.settled..ctx.events.len() {
+        ctx.put(ix, base.slots[ix]);
+    }
+    ctx.never_evict = base.never_evict;
+    ctx.before_summary = base.event_tokens();
+    carry.cover = cover;
+    carry.pipeline = Carried {
+        base_totals: base.totals(),
+        never_evict: base.never_evict,
+        base: base.slots,
+        removable,
+        window: Some(bounds),
+        results,
+    };
+    apply_cover(ctx, cover)
 }

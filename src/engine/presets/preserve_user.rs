@@ -5,7 +5,7 @@
 
 use crate::engine::context::{Context, Why};
 use crate::engine::split::{self, Split};
-use crate::engine::{ReducerName, Span, State, Status};
+use crate::engine::{Carry, ReducerName, Span, State, Status};
 use crate::model::Kind;
 use crate::policy::{Budget, Policy};
 
@@ -14,13 +14,16 @@ pub fn project<'a>(
     budget: &Budget,
     policy: &Policy,
     state: &mut State,
+    carry: &mut Carry,
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let split = Split {
         tail_start,
         touch: keep_users,
+        touched: oldest_kept,
+        whole_turns: false,
     };
-    split::project(ctx, budget, policy, state, fired, &split)
+    split::project(ctx, budget, policy, state, carry, fired, &split)
 }
 
 /// The tail is the call's own turn.
@@ -28,26 +31,49 @@ fn tail_start(ctx: &Context, _: &Policy) -> usize {
     split::own_turn_start(ctx)
 }
 
-/// Walking newest-first, the span's user messages stay verbatim up to `cap` tokens.
-fn keep_users(ctx: &mut Context, span: Span, _: &Budget, policy: &Policy, _: &mut State) {
-    let cap = policy.preserve_user.max_user_tokens;
-    let mut used = 0;
-    for ix in (ctx.first_dialogue()..ctx.events.len()).rev() {
-        let event = &ctx.events[ix];
-        if event.seq > span.to_seq || event.kind != Kind::User {
-            continue;
-        }
-        if event.seq < span.from_seq {
-            break;
-        }
-        let tokens = ctx.raw_tokens(ix);
-        if used + tokens > cap {
-            break;
-        }
-        used += tokens;
-        let why = Why::UserKept {
-            max_user_tokens: cap,
-        };
+/// Walking newest-first, the span's user messages stay verbatim up to
+/// `max_user_tokens`. The walk is the same at every call while the span is,
+/// so it stops where the call before's slots stand.
+fn keep_users(
+    ctx: &mut Context,
+    span: Span,
+    _: &Budget,
+    policy: &Policy,
+    _: &mut State,
+    _: &mut Carry,
+) {
+    let max_user_tokens = policy.preserve_user.max_user_tokens;
+    let kept: Vec<(usize, u64)> = kept(ctx, span, policy, ctx.settled).collect();
+    for (ix, tokens) in kept {
+        let why = Why::UserKept { max_user_tokens };
         ctx.set(ix, Status::Pinned, ReducerName::PreserveUser, why, tokens);
     }
+}
+
+/// The oldest user message kept under `span` (`usize::MAX`: none).
+fn oldest_kept(ctx: &Context, span: Span, policy: &Policy) -> usize {
+    kept(ctx, span, policy, 0)
+        .last()
+        .map_or(usize::MAX, |(ix, _)| ix)
+}
+
+/// The span's user messages kept, newest first from index `from` on, with
+/// their tokens.
+fn kept<'c>(
+    ctx: &'c Context,
+    span: Span,
+    policy: &Policy,
+    from: usize,
+) -> impl Iterator<Item = (usize, u64)> + 'c {
+    let cap = policy.preserve_user.max_user_tokens;
+    let mut used = 0;
+    (ctx.first_dialogue().max(from)..ctx.events.len())
+        .rev()
+        .filter(move |&ix| ctx.events[ix].seq <= span.to_seq && ctx.events[ix].kind == Kind::User)
+        .take_while(move |&ix| ctx.events[ix].seq >= span.from_seq)
+        .map(|ix| (ix, ctx.raw_tokens(ix)))
+        .take_while(move |&(_, tokens)| {
+            used += tokens;
+            used <= cap
+        })
 }

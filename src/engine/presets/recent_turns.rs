@@ -5,7 +5,7 @@
 
 use crate::engine::context::{Context, Cut, Why};
 use crate::engine::split::{self, Split};
-use crate::engine::{ReducerName, Span, State, Status};
+use crate::engine::{Carry, ReducerName, Span, State, Status};
 use crate::model::Kind;
 use crate::policy::{Budget, Policy};
 
@@ -14,13 +14,16 @@ pub fn project<'a>(
     budget: &Budget,
     policy: &Policy,
     state: &mut State,
+    carry: &mut Carry,
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let split = Split {
         tail_start,
         touch: cap_turns,
+        touched: split::nothing,
+        whole_turns: true,
     };
-    split::project(ctx, budget, policy, state, fired, &split)
+    split::project(ctx, budget, policy, state, carry, fired, &split)
 }
 
 fn tail_start(ctx: &Context, policy: &Policy) -> usize {
@@ -31,11 +34,18 @@ fn tail_start(ctx: &Context, policy: &Policy) -> usize {
 /// Each kept turn over its cap (turn_fraction of usable, clamped to
 /// [turn_min, turn_max]) has its tool results and assistant text truncated,
 /// newest kept longest, until the turn fits (about: markers take a few tokens).
-fn cap_turns(ctx: &mut Context, _: Span, budget: &Budget, policy: &Policy, _: &mut State) {
+fn cap_turns(
+    ctx: &mut Context,
+    _: Span,
+    budget: &Budget,
+    policy: &Policy,
+    _: &mut State,
+    _: &mut Carry,
+) {
     let r = &policy.recent_turns;
     let cap = ((budget.usable as f64 * r.turn_fraction) as u64).clamp(r.turn_min, r.turn_max);
-    let first = ctx.first_dialogue();
-    let mut start = first;
+    // From the first turn made again (each turn whole, see `Split::whole_turns`).
+    let mut start = ctx.first_dialogue().max(ctx.settled);
     while start < ctx.events.len() {
         let turn = ctx.events[start].turn;
         let end = (start..ctx.events.len())

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::engine::context::{Context, Why};
-use crate::engine::{CallError, ReducerName, Stand, State, Status};
+use crate::engine::{CallError, Carry, ReducerName, Stand, State, Status};
 use crate::policy::{Budget, Policy};
 use crate::record::{Found, Sent};
 
@@ -17,11 +17,15 @@ pub fn project<'a>(
     _: &Budget,
     _: &Policy,
     _: &mut State,
+    carry: &mut Carry,
     _: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let call = ctx.call;
     // Compaction starts from every event as it is.
-    ctx.before_summary = (0..ctx.events.len()).map(|ix| ctx.raw_tokens(ix)).sum();
+    ctx.before_summary = ctx.raw_total();
+    // A record is its call's own: the call before's slots stand only where
+    // it had none for the same reason, and neither has this one.
+    let unrecorded = carry.unrecorded.take();
     let summary = call
         .summary_id
         .and_then(|id| ctx.session.summaries.iter().position(|s| s.id == id));
@@ -40,12 +44,17 @@ pub fn project<'a>(
                 ),
             };
             ctx.errors.push(CallError { kind, message });
-            for ix in 0..ctx.events.len() {
+            if unrecorded != Some(why) {
+                ctx.redo_from(0);
+            }
+            for ix in ctx.settled..ctx.events.len() {
                 ctx.set(ix, Status::Dropped, ReducerName::Recorded, why, 0);
             }
+            carry.unrecorded = Some(why);
             return ctx;
         }
     };
+    ctx.redo_from(0);
     let mut held: Vec<Option<(Status, usize)>> = vec![None; ctx.events.len()];
     for (at, found) in sent.found.iter().enumerate() {
         match *found {

@@ -5,7 +5,7 @@
 
 use crate::engine::context::{Context, Cut, Why};
 use crate::engine::trim::{elide, keep_window_start};
-use crate::engine::{ReducerName, State};
+use crate::engine::{Carry, ReducerName, State};
 use crate::model::Kind;
 use crate::policy::{Budget, Policy};
 
@@ -14,12 +14,16 @@ pub fn project<'a>(
     _: &Budget,
     policy: &Policy,
     _: &mut State,
+    carry: &mut Carry,
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let s = &policy.structural;
-    let mut changed = false;
-    ctx.before_summary = ctx.event_tokens();
-    for ix in ctx.first_dialogue()..keep_window_start(&ctx, s.keep_recent) {
+    ctx.before_summary = ctx.raw_total();
+    // An event is cut by its own length alone: only those that left the
+    // keep window since the call before are looked at.
+    let from = keep_window_start(&ctx, carry.seen, s.keep_recent);
+    let to = keep_window_start(&ctx, ctx.events.len(), s.keep_recent);
+    for ix in from..to {
         let chars = u64::from(ctx.counts.chars[ix]);
         match ctx.events[ix].kind {
             Kind::ToolResult if chars > s.tool_result_chars => {
@@ -27,7 +31,7 @@ pub fn project<'a>(
                     keep_recent: s.keep_recent,
                     limit: s.tool_result_chars,
                 };
-                changed |= elide(&mut ctx, ix, ReducerName::Structural, why);
+                carry.trimmed |= elide(&mut ctx, ix, ReducerName::Structural, why);
             }
             Kind::Assistant if chars > s.narrative_chars => {
                 let why = Why::Structural {
@@ -40,13 +44,13 @@ pub fn project<'a>(
                     ReducerName::Structural,
                     why,
                 );
-                changed = true;
+                carry.trimmed = true;
             }
             _ => {}
         }
     }
     // The prober's gate: a pass that would change nothing is not a compaction.
-    if changed {
+    if carry.trimmed {
         fired.push("structural");
     }
     ctx

@@ -2,9 +2,9 @@
 //! the context's tokens, its start snapped forward to the next user
 //! message; everything before it collapses into one summary.
 
-use crate::engine::State;
 use crate::engine::context::Context;
 use crate::engine::split::{self, Split};
+use crate::engine::{Carry, State};
 use crate::model::Kind;
 use crate::policy::{Budget, Policy};
 
@@ -13,20 +13,24 @@ pub fn project<'a>(
     budget: &Budget,
     policy: &Policy,
     state: &mut State,
+    carry: &mut Carry,
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let split = Split {
         tail_start,
         touch: split::untouched,
+        touched: split::nothing,
+        whole_turns: false,
     };
-    split::project(ctx, budget, policy, state, fired, &split)
+    split::project(ctx, budget, policy, state, carry, fired, &split)
 }
 
 fn tail_start(ctx: &Context, policy: &Policy) -> usize {
     let first = ctx.first_dialogue();
     let n = ctx.events.len();
     let own_turn = split::own_turn_start(ctx);
-    let total: u64 = ctx.slots[first..].iter().map(|s| s.tokens).sum();
+    let system: u64 = ctx.slots[..first].iter().map(|s| s.tokens).sum();
+    let total = ctx.event_tokens() - system;
     let goal = (total as f64 * policy.token_fraction.keep_fraction).ceil() as u64;
     let mut kept = 0;
     let mut point = n - 1;
