@@ -190,30 +190,34 @@ pub fn project_call<'a>(
     let policy = cache.policy(choice, call)?;
     let quick = policy.preset == Preset::Pipeline
         && policy.trigger.looks_only_at_the_call(session.has_markers());
-    let mut state = if quick {
+    let counts = cache.counts(session, policy.budget.encoding);
+    let projected = if quick {
         let policy_of = |c: &ModelCall| {
             let policy = cache.shared_policy(choice, c).ok()?;
             let counts = cache.counts(session, policy.budget.encoding);
             Some((policy, counts))
         };
-        engine::state_before(session, call, policy_of)
+        let mut state = engine::state_before(session, call, policy_of);
+        engine::project(session, call, &policy, &counts, &mut state)
     } else {
-        walked_state(session, call, choice, cache)
+        walk_to(session, call, choice, cache).project(call, &policy, &counts)
     };
-    let counts = cache.counts(session, policy.budget.encoding);
-    let projected = engine::project(session, call, &policy, &counts, &mut state)
-        .map_err(|e| anyhow::anyhow!("model call {}: {e}", call.id))?;
+    let projected = projected.map_err(|e| anyhow::anyhow!("model call {}: {e}", call.id))?;
     Ok((policy, projected))
 }
 
-/// The state before `call` by walking the session's earlier calls, from the
+/// How many calls apart a walk remembers the state before a call: a walk
+/// again starts from the nearest, and a state held is a state copied.
+const REMEMBERED_EVERY: usize = 64;
+
+/// A projector that has walked the session's calls before `call`, from the
 /// nearest one whose state an earlier walk remembered.
-fn walked_state(
-    session: &SessionLog,
+fn walk_to<'a>(
+    session: &'a SessionLog,
     call: &ModelCall,
     choice: &PolicyChoice,
     cache: &mut ProjectionCache,
-) -> State {
+) -> Projector<'a> {
     let key = (session.id().to_string(), choice.clone());
     let (made_from, mut known) = cache.states.remove(&key).unwrap_or_default();
     if made_from != session.events.len() {
@@ -222,14 +226,14 @@ fn walked_state(
     let mut calls: Vec<&ModelCall> = session.calls.iter().filter(|c| c.id < call.id).collect();
     calls.sort_by_key(|c| c.id);
     // `known` holds (call id, state before it) in id order.
-    let start = known.partition_point(|(id, _)| *id <= call.id);
-    let (state, from) = match start.checked_sub(1).map(|at| &known[at]) {
-        Some((id, state)) if *id == call.id => {
-            let state = state.clone();
-            cache.states.insert(key, (session.events.len(), known));
-            return state;
+    let (state, from) = match known
+        .partition_point(|(id, _)| *id <= call.id)
+        .checked_sub(1)
+    {
+        Some(at) => {
+            let (id, state) = &known[at];
+            (state.clone(), calls.partition_point(|c| c.id < *id))
         }
-        Some((id, state)) => (state.clone(), calls.partition_point(|c| c.id < *id)),
         None => (State::default(), 0),
     };
     let mut projector = Projector::resume(session, state);
@@ -238,12 +242,14 @@ fn walked_state(
             let counts = cache.counts(session, policy.budget.encoding);
             let _ = projector.project(previous, &policy, &counts);
         }
-        let next_id = calls.get(at + 1).map_or(call.id, |c| c.id);
-        let at = known.partition_point(|(id, _)| *id < next_id);
-        if known.get(at).is_none_or(|(id, _)| *id != next_id) {
-            known.insert(at, (next_id, projector.state().clone()));
+        if (at + 1) % REMEMBERED_EVERY == 0 {
+            let next_id = calls.get(at + 1).map_or(call.id, |c| c.id);
+            let at = known.partition_point(|(id, _)| *id < next_id);
+            if known.get(at).is_none_or(|(id, _)| *id != next_id) {
+                known.insert(at, (next_id, projector.state().clone()));
+            }
         }
     }
     cache.states.insert(key, (session.events.len(), known));
-    projector.state().clone()
+    projector
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::calibrate::{self, Source};
 use super::{PolicyChoice, ProjectionCache, each_call};
-use crate::engine::Projected;
+use crate::engine::{Projected, Status};
 use crate::model::{Eviction, Log, ModelCall, SessionLog};
 use crate::policy::Policy;
 use crate::record::{self, Message, Sent};
@@ -215,7 +215,7 @@ pub fn compare(
         Ok(mut recorded) => {
             recorded.sort_by_key(|e| e.seq);
             let room = MAX_DIFFERENCES - differences.len();
-            let (listed, count) = eviction_differences(&recorded, &projected.evictions(), room);
+            let (listed, count) = eviction_differences(&recorded, projected, room);
             differences.extend(listed);
             total += count;
         }
@@ -287,49 +287,75 @@ pub fn compare(
     }
 }
 
-/// Where the recorded and projected (seq, action) lists differ, both sorted by
-/// seq: the first `room` differences, and how many there are. A merge, so a
-/// call with tens of thousands of evictions stays cheap.
+/// Where the recorded (sorted by seq) and projected evictions differ: the
+/// first `room` differences, and how many there are. The first are found
+/// by a merge that stops once it has them; the count from the recorded
+/// entries and how many events the projection evicts, so a call with tens
+/// of thousands of evictions stays cheap.
 fn eviction_differences(
     recorded: &[Eviction],
-    projected: &[(i64, &'static str)],
+    projected: &Projected,
     room: usize,
 ) -> (Vec<Difference>, usize) {
-    let mut differences = Vec::new();
-    let mut count = 0;
-    let (mut r, mut p) = (0, 0);
-    let mut differ = |seq: i64, recorded: &str, projected: &'static str| {
-        count += 1;
-        if differences.len() < room {
-            differences.push(Difference::Eviction {
-                seq,
-                recorded: action_name(recorded),
-                projected: Cow::Borrowed(projected),
-            })
-        }
+    let session = projected.session;
+    // What the projection did with the event of `seq`, if it evicted it.
+    let action = |seq: i64| {
+        let ix = session
+            .index_of(seq)
+            .filter(|&ix| ix < projected.slots.len())?;
+        let status = projected.slots[ix].status;
+        (!matches!(status, Status::Verbatim | Status::Pinned)).then(|| status.as_str())
     };
-    while r < recorded.len() || p < projected.len() {
-        let was = recorded.get(r);
-        let now = projected.get(p);
-        match (was, now) {
-            (Some(a), Some(&(seq, action))) if a.seq == seq => {
-                if a.action != action {
-                    differ(seq, &a.action, action);
-                }
-                r += 1;
-                p += 1;
+    // A recorded entry meets the projection's at its seq once (the first of
+    // several with one seq); every other entry on either side differs.
+    let mut met = 0;
+    let mut count = 0;
+    for (at, r) in recorded.iter().enumerate() {
+        let first = at == 0 || recorded[at - 1].seq != r.seq;
+        match action(r.seq).filter(|_| first) {
+            Some(projected) => {
+                met += 1;
+                count += usize::from(r.action != projected);
             }
-            (Some(a), Some(&(seq, _))) if a.seq < seq => {
-                differ(a.seq, &a.action, "verbatim");
-                r += 1;
+            None => count += 1,
+        }
+    }
+    count += projected.evicted - met;
+    let mut evicted = projected
+        .slots
+        .iter()
+        .zip(&session.events)
+        .filter(|(slot, _)| !matches!(slot.status, Status::Verbatim | Status::Pinned))
+        .map(|(slot, e)| (e.seq, slot.status.as_str()))
+        .take(projected.evicted)
+        .peekable();
+    let mut recorded = recorded.iter().peekable();
+    let mut differences = Vec::new();
+    let differ = |seq: i64, recorded: &str, projected: &'static str| Difference::Eviction {
+        seq,
+        recorded: action_name(recorded),
+        projected: Cow::Borrowed(projected),
+    };
+    while differences.len() < room {
+        match (recorded.peek(), evicted.peek().copied()) {
+            (Some(a), Some((seq, action))) if a.seq == seq => {
+                if a.action != action {
+                    differences.push(differ(seq, &a.action, action));
+                }
+                recorded.next();
+                evicted.next();
+            }
+            (Some(a), Some((seq, _))) if a.seq < seq => {
+                differences.push(differ(a.seq, &a.action, "verbatim"));
+                recorded.next();
             }
             (Some(a), None) => {
-                differ(a.seq, &a.action, "verbatim");
-                r += 1;
+                differences.push(differ(a.seq, &a.action, "verbatim"));
+                recorded.next();
             }
-            (_, Some(&(seq, action))) => {
-                differ(seq, "verbatim", action);
-                p += 1;
+            (_, Some((seq, action))) => {
+                differences.push(differ(seq, "verbatim", action));
+                evicted.next();
             }
             (None, None) => break,
         }
