@@ -3,6 +3,7 @@
 mod common;
 
 use common::*;
+use ctxlens::analysis::{PolicyChoice, ProjectionCache, project_call};
 use ctxlens::engine::{self, ItemRef, Projected, Projector, Stand, State, Status};
 use ctxlens::model::Kind;
 use ctxlens::policy::Preset;
@@ -393,11 +394,17 @@ proptest! {
             let b2 = serde_json::to_string(&b2.render(&policy)).unwrap();
             prop_assert_eq!(a, b2);
         }
-        // One call on its own (as `project --call` does) is the call in a replay.
-        let counts = counts(&b.log, &policy);
-        for p in &all {
-            let mut state = engine::state_before(&b.log, p.call, |_| Some((policy.clone(), counts.clone())));
-            let alone = engine::project(&b.log, p.call, &policy, &counts, &mut state).unwrap();
+        // One call on its own (as `project --call` does) is the call in a
+        // replay, whichever call a walk reached before.
+        let choice = PolicyChoice {
+            sets: std::iter::once("budget.encoding=\"chars4\"".to_string())
+                .chain(knobs.sets.iter().cloned())
+                .collect(),
+            ..PolicyChoice::default()
+        };
+        let mut cache = ProjectionCache::default();
+        for p in all.iter().rev() {
+            let (_, alone) = project_call(&b.log, p.call, &choice, &mut cache).unwrap();
             prop_assert_eq!(
                 serde_json::to_string(&alone.render(&policy)).unwrap(),
                 serde_json::to_string(&p.render(&policy)).unwrap()

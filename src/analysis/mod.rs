@@ -13,9 +13,9 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use crate::engine::{self, Counts, Projected, Projector, State};
+use crate::engine::{Counts, Projected, Projector, State};
 use crate::model::{ModelCall, SessionLog};
-use crate::policy::{Policy, PolicyBuilder, PolicyError, Preset};
+use crate::policy::{Policy, PolicyBuilder, PolicyError};
 use crate::tokens::{Encoding, TokenCache};
 
 /// Which policy projects a call: a file and `--set`s given by the user, over
@@ -188,20 +188,8 @@ pub fn project_call<'a>(
     cache: &mut ProjectionCache,
 ) -> anyhow::Result<(Policy, Projected<'a>)> {
     let policy = cache.policy(choice, call)?;
-    let quick = policy.preset == Preset::Pipeline
-        && policy.trigger.looks_only_at_the_call(session.has_markers());
     let counts = cache.counts(session, policy.budget.encoding);
-    let projected = if quick {
-        let policy_of = |c: &ModelCall| {
-            let policy = cache.shared_policy(choice, c).ok()?;
-            let counts = cache.counts(session, policy.budget.encoding);
-            Some((policy, counts))
-        };
-        let mut state = engine::state_before(session, call, policy_of);
-        engine::project(session, call, &policy, &counts, &mut state)
-    } else {
-        walk_to(session, call, choice, cache).project(call, &policy, &counts)
-    };
+    let projected = walk_to(session, call, choice, cache).project(call, &policy, &counts);
     let projected = projected.map_err(|e| anyhow::anyhow!("model call {}: {e}", call.id))?;
     Ok((policy, projected))
 }
