@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::ops::ControlFlow;
 
 use super::{PolicyChoice, ProjectionCache, each_call};
-use crate::engine::{PreTrim, pretrim::tail_lines};
+use crate::engine::{Cut, PreTrim, cut_text};
 use crate::model::{Kind, SessionLog, Summary};
 
 /// The summarizer's system prompt (OpenCode's).
@@ -55,7 +55,7 @@ pub fn transcript(session: &SessionLog, trim: &PreTrim) -> String {
             "[seq {} · turn {} · {}{tool}]\n",
             e.seq, e.turn, e.kind
         ));
-        let cut = tail_lines(&e.content, trim.tool_lines as usize);
+        let cut = cut_text(&e.content, Cut::TailLines(trim.tool_lines as u32));
         match cut.filter(|_| e.kind == Kind::ToolResult) {
             Some(text) => out.push_str(&text),
             None => out.push_str(&e.content),

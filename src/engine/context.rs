@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use rayon::prelude::*;
+
 use super::{CallError, ReducerName, Span, Stand, Status};
 use crate::model::{Event, Injection, Kind, ModelCall, SessionLog};
 use crate::record::Sent;
@@ -122,6 +124,35 @@ impl Counts {
         tokens.map(u64::from)
     }
 
+    /// Remembers, as `altered` does, the tokens of the text `make` gives for
+    /// each of `ixs` altered as `how` says: the texts made on all cores and
+    /// counted through the token cache, so that what an earlier run counted
+    /// is looked up, not counted again.
+    pub fn alter_all(
+        &self,
+        ixs: &[usize],
+        how: Cut,
+        make: impl Fn(usize) -> Option<String> + Sync,
+    ) {
+        let Ok(mut memo) = self.altered.lock() else {
+            return;
+        };
+        let wanted: Vec<usize> = ixs
+            .iter()
+            .copied()
+            .filter(|&ix| !memo.contains_key(&(ix, Some(how))))
+            .collect();
+        let texts: Vec<Option<String>> = wanted.par_iter().map(|&ix| make(ix)).collect();
+        let made: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
+        let mut tokens = TokenCache::new()
+            .count_all(self.encoding, &made)
+            .into_iter();
+        for (ix, text) in wanted.into_iter().zip(&texts) {
+            let counted = text.as_ref().and_then(|_| tokens.next());
+            memo.insert((ix, Some(how)), counted);
+        }
+    }
+
     /// Tokens of a text that is not an event or summary (a placeholder, text
     /// the engine made for this call).
     pub fn text(&self, text: &str) -> u64 {
@@ -189,12 +220,11 @@ pub enum Why {
     WithPair {
         seq: i64,
     },
-    /// Covered by the recorded summary the call sends (its version and span
-    /// are read from the call).
-    Summary,
-    /// Over target with no recorded summary for the span the call's
-    /// placeholder stands for.
-    Placeholder,
+    /// Inside the oldest span, which the call sends a recorded summary of
+    /// or, over target with none recorded, a placeholder for: which of the
+    /// two, with its version and span, is read from the call, so that a
+    /// span summarized at one call and placeheld at the next keeps its slots.
+    Covered,
     /// A never_evict pair kept verbatim after what stands for the oldest span.
     Pinned,
     /// A user message kept verbatim inside the summarized span (preserve-user).
@@ -281,7 +311,7 @@ pub struct At {
     pub percent: u64,
     pub stand: Option<Span>,
     /// The version of the recorded summary the call sends, if it sends one.
-    pub version: i64,
+    pub version: Option<i64>,
 }
 
 impl Why {
@@ -308,14 +338,16 @@ impl Why {
                 format!("turn {turn} does not fit in max_tokens {max_tokens}")
             }
             Why::WithPair { seq } => format!("goes with its pair, seq {seq}"),
-            Why::Summary => format!(
-                "covered by summary v{} (seqs {}..{})",
-                at.version, stand.from_seq, stand.to_seq
-            ),
-            Why::Placeholder => format!(
-                "over target, and no recorded summary covers seqs {}..{}: a summary is needed",
-                stand.from_seq, stand.to_seq
-            ),
+            Why::Covered => match at.version {
+                Some(version) => format!(
+                    "covered by summary v{version} (seqs {}..{})",
+                    stand.from_seq, stand.to_seq
+                ),
+                None => format!(
+                    "over target, and no recorded summary covers seqs {}..{}: a summary is needed",
+                    stand.from_seq, stand.to_seq
+                ),
+            },
             Why::Pinned => format!(
                 "{tool} is never_evict: kept verbatim after the summary of {}..{}",
                 stand.from_seq, stand.to_seq
@@ -415,6 +447,9 @@ pub enum Cut {
     /// Codex's cut: this many tokens (4 bytes each), half from the start
     /// and half from the end, the middle replaced by how many were cut.
     Middle(u32),
+    /// The last this many lines, after how many came before: what the
+    /// summarizer is given of a long tool result (pre-trim).
+    TailLines(u32),
 }
 
 /// What a preset puts around the item standing for the oldest span:

@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use super::Span;
-use super::context::Counts;
+use super::context::{Counts, Cut};
+use super::text::cut_text;
 use crate::model::{Kind, SessionLog};
 use crate::policy::Policy;
 
@@ -30,19 +31,6 @@ impl PreTrim {
     }
 }
 
-/// The lines of a tool result the summarizer gets: its last `keep`, with a
-/// note of how many came before; `None` when it is short enough.
-pub fn tail_lines(content: &str, keep: usize) -> Option<String> {
-    let lines: Vec<&str> = content.lines().collect();
-    (lines.len() > keep).then(|| {
-        format!(
-            "[{} earlier lines cut]\n{}",
-            lines.len() - keep,
-            lines[lines.len() - keep..].join("\n")
-        )
-    })
-}
-
 /// Pre-trims `span` of `session` for a summarizer with the policy's window
 /// (`summary.pretrim_window`, or the usable budget when 0).
 pub fn pretrim(session: &SessionLog, span: Span, policy: &Policy, counts: &Counts) -> PreTrim {
@@ -53,6 +41,13 @@ pub fn pretrim(session: &SessionLog, span: Span, policy: &Policy, counts: &Count
     let keep = policy.summary.pretrim_tool_lines as usize;
     let start = session.events.partition_point(|e| e.seq < span.from_seq);
     let end = session.events.partition_point(|e| e.seq <= span.to_seq);
+    let cut = Cut::TailLines(keep as u32);
+    let results: Vec<usize> = (start..end)
+        .filter(|&ix| session.events[ix].kind == Kind::ToolResult)
+        .collect();
+    counts.alter_all(&results, cut, |ix| {
+        cut_text(&session.events[ix].content, cut)
+    });
     let mut items: Vec<(usize, u64)> = Vec::new();
     let mut cut_seqs = Vec::new();
     let mut before = 0;
@@ -60,10 +55,13 @@ pub fn pretrim(session: &SessionLog, span: Span, policy: &Policy, counts: &Count
         let e = &session.events[ix];
         let raw = u64::from(counts.events.get(ix).copied().unwrap_or(0));
         before += raw;
-        let tokens = match tail_lines(&e.content, keep).filter(|_| e.kind == Kind::ToolResult) {
-            Some(text) => {
+        let tail = (e.kind == Kind::ToolResult)
+            .then(|| counts.altered(ix, Some(cut), || cut_text(&e.content, cut)))
+            .flatten();
+        let tokens = match tail {
+            Some(tokens) => {
                 cut_seqs.push(e.seq);
-                counts.text(&text).min(raw)
+                tokens.min(raw)
             }
             None => raw,
         };

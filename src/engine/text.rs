@@ -64,6 +64,14 @@ pub fn cut_text(content: &str, cut: Cut) -> Option<String> {
                 total - keep
             ))
         }
+        Cut::TailLines(keep) => {
+            let lines: Vec<&str> = content.lines().collect();
+            let cut = lines.len().checked_sub(keep as usize).filter(|&n| n > 0)?;
+            Some(format!(
+                "[{cut} earlier lines cut]\n{}",
+                lines[cut..].join("\n")
+            ))
+        }
     }
 }
 
