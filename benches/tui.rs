@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use ctxlens::analysis::{PolicyChoice, ProjectionCache};
 use ctxlens::log::Store;
-use ctxlens::tui::app::{App, Control};
+use ctxlens::tui::app::{App, Control, MetricsJob};
 use ctxlens::tui::render::{self, Theme};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -49,19 +50,59 @@ fn frames(c: &mut Criterion) {
     group.finish();
 }
 
+/// A policy edit on 100k events in one session (1,960 calls), o200k counts
+/// made: the selected (last) call projected again by an inspector that has
+/// not walked the session under the new policy before, and, apart, the
+/// replay of every call the metrics strip draws, as the inspector's worker
+/// runs it.
 fn edit(c: &mut Criterion) {
-    let path = support::scale(10_000, 1);
+    // Counts come from the token cache (under target/), so that each fresh
+    // inspector below is made in a fraction of a second.
+    ctxlens::tokens::use_persistent_cache();
+    let path = support::scale(100_000, 1);
     let log = Arc::new(Store::open(&path).unwrap().load().unwrap());
-    let mut app = App::new("log.db", log);
-    let last = app.calls.len() - 1;
-    app.select_call(last);
-    let mut group = c.benchmark_group("policy edit, 10k events");
-    group.bench_function("re-project the selected call and every call's strip", |b| {
-        let mut turns = 2;
+    let fresh = || {
+        let mut app = App::new("log.db", Arc::clone(&log));
+        // The strip's replays go to a worker that is never asked to answer here.
+        let (worker, jobs) = std::sync::mpsc::channel::<MetricsJob>();
+        app.use_worker(worker);
+        let last = app.calls.len() - 1;
+        app.select_call(last);
+        (app, jobs)
+    };
+    let mut group = c.benchmark_group("policy edit, 100k events");
+    group.sample_size(20);
+    for (what, keep) in [("keep_turns 3 -> 5", 5), ("keep_turns 3 -> 200", 200)] {
+        let name = format!("re-project the selected call ({what})");
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                fresh,
+                |(mut app, _jobs)| {
+                    app.set_overrides(vec![format!("tool_results.keep_turns={keep}")])
+                        .unwrap();
+                    app
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    let mut cache = ProjectionCache::default();
+    let session = log.sessions[0].id().to_string();
+    let mut turns = 2;
+    group.bench_function("replay every call for the strip", |b| {
         b.iter(|| {
-            turns = 5 - turns;
-            app.set_overrides(vec![format!("tool_results.keep_turns={turns}")])
-                .unwrap();
+            // A value not tried before, each time.
+            turns += 1;
+            let job = MetricsJob {
+                generation: 0,
+                log: Arc::clone(&log),
+                session: session.clone(),
+                choice: PolicyChoice {
+                    sets: vec![format!("tool_results.keep_turns={turns}")],
+                    ..PolicyChoice::default()
+                },
+            };
+            job.run(&mut cache)
         })
     });
     group.finish();

@@ -265,7 +265,7 @@ impl<'a> Projected<'a> {
             newer: 0,
             percent: presets::tiered::percent(&self.budget, self.before_summary),
             stand: self.stand.and_then(|s| s.span(self.session)),
-            version: self.summary().map_or(0, |s| s.version),
+            version: self.summary().map(|s| s.version),
         }
     }
 

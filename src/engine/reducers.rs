@@ -291,16 +291,12 @@ impl Cover {
     }
 
     /// The first index of `ctx` whose event `self` covers otherwise than
-    /// `before` did: a placeholder, or a summary, that moved its end alone
-    /// changes only the events past the nearer end.
+    /// `before` did: a span that moved its end alone (a summary or a
+    /// placeholder either side) changes only the events past the nearer end.
     pub fn changed_from(self, before: Cover, ctx: &Context) -> usize {
-        let spans = (before.span(ctx.session), self.span(ctx.session));
-        match (before, self, spans) {
+        match (before.span(ctx.session), self.span(ctx.session)) {
             _ if before == self => ctx.events.len(),
-            (Cover::Placeholder(_), Cover::Placeholder(_), (Some(a), Some(b)))
-            | (Cover::Summary(_), Cover::Summary(_), (Some(a), Some(b)))
-                if a.from_seq == b.from_seq =>
-            {
+            (Some(a), Some(b)) if a.from_seq == b.from_seq => {
                 let to_seq = a.to_seq.min(b.to_seq);
                 ctx.events.partition_point(|e| e.seq <= to_seq)
             }
@@ -419,14 +415,14 @@ pub(super) fn apply_summary(mut ctx: Context, ix: usize) -> Context {
         from_seq: summary.from_seq,
         to_seq: summary.to_seq,
     };
-    cover(&mut ctx, span, Why::Summary);
+    cover(&mut ctx, span);
     ctx.stand = Some(Stand::Summary(ix));
     ctx
 }
 
 /// Marks every sent dialogue event in `span` summarized, except never_evict
 /// tool events, which are pinned; then heals pairs cut by the span's end.
-pub(super) fn cover(ctx: &mut Context, span: Span, why: Why) {
+pub(super) fn cover(ctx: &mut Context, span: Span) {
     let first = ctx.first_dialogue().max(ctx.settled);
     for ix in first..ctx.events.len() {
         let event = &ctx.events[ix];
@@ -446,7 +442,13 @@ pub(super) fn cover(ctx: &mut Context, span: Span, why: Why) {
                 tokens,
             );
         } else {
-            ctx.set(ix, Status::Summarized, ReducerName::Summary, why, 0);
+            ctx.set(
+                ix,
+                Status::Summarized,
+                ReducerName::Summary,
+                Why::Covered,
+                0,
+            );
         }
     }
     ctx.heal_pairs(ReducerName::Summary);
@@ -523,7 +525,7 @@ fn needed_span(
 
 /// The context with a placeholder standing in for the summary `span` needs.
 pub(super) fn with_placeholder(mut ctx: Context, span: Span) -> Context {
-    cover(&mut ctx, span, Why::Placeholder);
+    cover(&mut ctx, span);
     ctx.stand = Some(Stand::Placeholder(span));
     ctx.needs_summary = Some(span);
     ctx

@@ -81,7 +81,7 @@ pub fn project<'a>(
                     ix,
                     Status::Summarized,
                     ReducerName::Summary,
-                    Why::Summary,
+                    Why::Covered,
                     0,
                 );
             }
