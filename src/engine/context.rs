@@ -64,14 +64,18 @@ impl Counts {
                 Some(*sum)
             }))
             .collect();
-        let chars: Vec<u32> = contents.iter().map(|c| c.chars().count() as u32).collect();
         // A character outside the basic plane (four bytes, the first 0xF0 or
         // more) takes two UTF-16 units.
-        let utf16 = contents
-            .iter()
-            .zip(&chars)
-            .map(|(c, &n)| n + c.bytes().filter(|&b| b >= 0xF0).count() as u32)
-            .collect();
+        let (chars, utf16) = contents
+            .par_iter()
+            .map(|c| {
+                let chars = c.chars().count() as u32;
+                (
+                    chars,
+                    chars + c.bytes().filter(|&b| b >= 0xF0).count() as u32,
+                )
+            })
+            .unzip();
         Counts {
             encoding,
             events,

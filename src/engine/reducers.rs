@@ -70,12 +70,20 @@ impl<'p> ToolResults<'p> {
         };
         let mut from = seen.min(events.len());
         if modes().any(|m| m == Mode::Age) && ctx.call.turn > turn {
-            let keep = (rules.tools.values().filter_map(|r| r.keep_turns))
-                .chain([rules.keep_turns])
-                .max()
-                .unwrap_or(0);
-            let expired = turn.saturating_sub(keep.min(i64::MAX as u64) as i64);
-            from = from.min(events[..from].partition_point(|e| e.turn < expired));
+            let keeps = || {
+                (rules.tools.values().filter_map(|r| r.keep_turns))
+                    .chain([rules.keep_turns])
+                    .map(|keep| keep.min(i64::MAX as u64) as i64)
+            };
+            let (most, least) = (keeps().max().unwrap_or(0), keeps().min().unwrap_or(0));
+            // A result expires once its turn is below the call's less its
+            // keep: those that expired since the call before have turns from
+            // its turn less the longest keep to this one's less the shortest.
+            let below = |turn: i64| events[..from].partition_point(|e| e.turn < turn);
+            let first = below(turn.saturating_sub(most));
+            if below(ctx.call.turn.saturating_sub(least)) > first {
+                from = first;
+            }
         }
         if modes().any(|m| m == Mode::Count) {
             // A tool's results in log order: the one `keep_last` from the

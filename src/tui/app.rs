@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::analysis::cost::{self, CallCost, Prices, SessionCost};
 use crate::analysis::replay::{CallReplay, compare, record_messages, replay};
-use crate::analysis::why::{Fact, Trace, trace};
+use crate::analysis::why::{Fact, Trace, trace_with};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::engine::{At, CallError, ItemRef, PreTrim, Slot, Span, Stand, sent_text};
 use crate::model::{Injection, Log, ModelCall, SessionLog};
@@ -1148,7 +1148,12 @@ impl App {
             }
         };
         let log = Arc::clone(&self.log);
-        match trace(&log.sessions[self.session], &fact, &self.choice) {
+        match trace_with(
+            &log.sessions[self.session],
+            &fact,
+            &self.choice,
+            &mut self.cache,
+        ) {
             Ok(t) => {
                 self.status = t.verdict.clone();
                 if let Some(lost) = &t.lost_at
@@ -1279,7 +1284,12 @@ impl App {
     fn trace_fact_again(&mut self) {
         if let Some((fact, _)) = self.why.take() {
             let log = Arc::clone(&self.log);
-            if let Ok(t) = trace(&log.sessions[self.session], &fact, &self.choice) {
+            if let Ok(t) = trace_with(
+                &log.sessions[self.session],
+                &fact,
+                &self.choice,
+                &mut self.cache,
+            ) {
                 self.why = Some((fact, t));
             }
         }
