@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use ctxlens::analysis::{PolicyChoice, ProjectionCache, project_call};
 use ctxlens::engine::{self, ItemRef, Projected, Projector, Stand, State, Status};
-use ctxlens::model::Kind;
+use ctxlens::model::{Event, Kind, SessionLog};
 use ctxlens::policy::Preset;
 use proptest::prelude::*;
 
@@ -490,7 +490,8 @@ const HOST_KEYS: [&str; 10] = [
 ];
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(384))]
+    // 384 cases unless PROPTEST_CASES says otherwise.
+    #![proptest_config(ProptestConfig { cases: cases(384), ..ProptestConfig::default() })]
 
     /// The incremental path (`Projector`) gives every call what projecting it
     /// from scratch gives, under every preset and random policies, with
@@ -542,4 +543,231 @@ proptest! {
             previous = scratch.order;
         }
     }
+}
+
+/// What the generator above never makes: events out of the usual order,
+/// calls that jump, go back in time or repeat, late and early summaries,
+/// calibrated budgets that change per call, rules per tool.
+#[derive(Debug, Clone)]
+struct Odd {
+    /// After each event: 0 nothing, 1 a system event, 2 a reasoning event, 3 a contextual user message.
+    inserts: Vec<u8>,
+    /// Per call: turn bump.
+    bump: Vec<u8>,
+    /// Per call: seconds moved back.
+    back: Vec<i64>,
+    /// Per call: duplicated.
+    dup: Vec<bool>,
+    /// Per summary: seconds later created, and whether it starts at seq 1.
+    late: Vec<i64>,
+    from1: Vec<bool>,
+    /// Per call: a summary_id.
+    sid: Vec<Option<usize>>,
+    /// Per call: a calibration line (prefix, ratio), if any.
+    calib: Option<Vec<Option<(u16, u8)>>>,
+    /// Per-tool retention rules.
+    rules: Vec<String>,
+}
+
+fn odd() -> impl Strategy<Value = Odd> {
+    (
+        prop::collection::vec(
+            prop_oneof![12 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)],
+            1..30,
+        ),
+        prop::collection::vec(prop_oneof![6 => Just(0u8), 1 => Just(1u8)], 1..9),
+        prop::collection::vec(prop_oneof![6 => Just(0i64), 1 => 1i64..400], 1..9),
+        prop::collection::vec(prop::bool::weighted(0.15), 1..9),
+        prop::collection::vec(prop_oneof![Just(0i64), 1i64..300], 1..5),
+        prop::collection::vec(prop::bool::weighted(0.3), 1..5),
+        prop::collection::vec(prop::option::weighted(0.1, 0usize..4), 1..9),
+        prop::option::of(prop::collection::vec(
+            prop::option::weighted(0.7, (0u16..400, 80u8..150)),
+            1..9,
+        )),
+        prop::collection::vec(
+            prop_oneof![
+                Just("tool_results.tools.grep.mode=\"count\"".to_string()),
+                Just("tool_results.tools.grep.keep_last=1".to_string()),
+                Just("tool_results.tools.run.mode=\"age\"".to_string()),
+                Just("tool_results.tools.run.keep_turns=2".to_string()),
+                Just("tool_results.tools.read_file.keep_turns=0".to_string()),
+                Just("tool_results.tools.read_file.mode=\"count\"".to_string()),
+            ],
+            0..4,
+        ),
+    )
+        .prop_map(
+            |(inserts, bump, back, dup, late, from1, sid, calib, rules)| Odd {
+                inserts,
+                bump,
+                back,
+                dup,
+                late,
+                from1,
+                sid,
+                calib,
+                rules,
+            },
+        )
+}
+
+fn at<T: Clone>(v: &[T], i: usize) -> T {
+    v[i % v.len()].clone()
+}
+
+/// The log with what `odd` adds: seqs doubled, extra events at odd seqs.
+fn oddify(log: &SessionLog, odd: &Odd) -> SessionLog {
+    let mut out = SessionLog::new(log.session.clone());
+    let mut events = log.events.clone();
+    for i in 1..events.len() {
+        let m = at(&odd.inserts, i * 7 + 3);
+        if m == 1 && events[i - 1].kind == Kind::ToolCall && events[i].kind == Kind::ToolResult {
+            // The result logged before its call.
+            let (a, b) = (events[i - 1].clone(), events[i].clone());
+            events[i - 1] = Event {
+                seq: a.seq,
+                ts: a.ts.clone(),
+                ..b
+            };
+            events[i] = Event {
+                seq: b.seq,
+                ts: b.ts.clone(),
+                ..a
+            };
+        } else if m == 2 && events[i].kind == Kind::ToolResult {
+            events[i].call_id = None;
+        } else if m == 3 && events[i].kind == Kind::ToolResult {
+            events[i].tool_name = None;
+        }
+    }
+    for (i, e) in events.iter().enumerate() {
+        let mut e2 = e.clone();
+        e2.seq = e.seq * 2;
+        out.push_event(e2);
+        // Nothing right after the system prompt's first event.
+        let kind = if i == 0 { 0 } else { at(&odd.inserts, i) };
+        let (kind, content) = match kind {
+            1 => (Kind::System, "a system note".to_string()),
+            2 => (Kind::Reasoning, "thinking hard".to_string()),
+            3 => (
+                Kind::User,
+                "<environment_context>cwd</environment_context>".to_string(),
+            ),
+            _ => continue,
+        };
+        out.push_event(Event {
+            seq: e.seq * 2 + 1,
+            kind,
+            content,
+            tool_name: None,
+            call_id: None,
+            meta: None,
+            ..e.clone()
+        });
+    }
+    for (i, s) in log.summaries.iter().enumerate() {
+        let mut s = s.clone();
+        s.from_seq = if at(&odd.from1, i) { 1 } else { s.from_seq * 2 };
+        s.to_seq = s.to_seq * 2 + 1;
+        let delay = at(&odd.late, i);
+        if delay > 0 {
+            let secs = chrono::DateTime::parse_from_rfc3339(&s.created_at)
+                .unwrap()
+                .timestamp()
+                % 86400
+                + delay * 10;
+            s.created_at = ts(secs);
+        }
+        out.summaries.push(s);
+    }
+    let mut id = 0;
+    for (i, c) in log.calls.iter().enumerate() {
+        let copies = if at(&odd.dup, i) { 2 } else { 1 };
+        for k in 0..copies {
+            let mut c = c.clone();
+            id += 1;
+            c.id = id;
+            c.last_seq *= 2;
+            c.turn += i64::from(at(&odd.bump, i));
+            let back = at(&odd.back, i) + k;
+            if back != 0 {
+                let secs = chrono::DateTime::parse_from_rfc3339(&c.ts)
+                    .unwrap()
+                    .timestamp()
+                    % 86400;
+                c.ts = ts((secs - back).max(0));
+            }
+            c.summary_id = at(&odd.sid, i)
+                .filter(|&s| s < log.summaries.len())
+                .map(|s| log.summaries[s].id);
+            out.calls.push(c);
+        }
+    }
+    out
+}
+
+proptest! {
+    // 384 cases unless PROPTEST_CASES says otherwise.
+    #![proptest_config(ProptestConfig { cases: cases(384), ..ProptestConfig::default() })]
+
+    #[test]
+    fn incremental_is_from_scratch_on_odd_logs(
+        turns in turns(),
+        knobs in knobs_for(weighted_presets()),
+        other in knobs(),
+        extra in extra(),
+        odd in odd(),
+        switch in prop::collection::vec(prop::bool::weighted(0.1), 1..20),
+        host in prop::collection::vec(prop::bool::ANY, HOST_KEYS.len()),
+        pinned in prop::option::of(1i64..120),
+        pinned_text in prop::bool::weighted(0.2),
+    ) {
+        let b = build_with(&turns, &knobs, &extra);
+        let log = oddify(&b.log, &odd);
+        let policy_of = |k: &Knobs| {
+            let mut sets: Vec<String> = k.sets.clone();
+            if let Some(seq) = pinned {
+                sets.push(format!("pin.seqs=[{seq}]"));
+            }
+            if pinned_text {
+                sets.push("pin.text=[\"secret\"]".into());
+            }
+            sets.extend(odd.rules.iter().cloned());
+            sets.extend(
+                HOST_KEYS.iter().zip(&host).filter(|(_, on)| **on).map(|(set, _)| set.to_string()),
+            );
+            let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+            policy(&sets)
+        };
+        let (first, second) = (policy_of(&knobs), policy_of(&other));
+        let mut counts = (*counts(&log, &first)).clone();
+        if let Some(calib) = &odd.calib {
+            let lines: Vec<(i64, f64, f64)> = log.calls.iter().enumerate()
+                .filter_map(|(i, c)| at(calib, i).map(|(p, r)| (c.id, f64::from(p), f64::from(r) / 100.0)))
+                .collect();
+            counts.calibration = Some(std::sync::Arc::new(lines));
+        }
+        let counts = std::sync::Arc::new(counts);
+        let mut projector = Projector::new(&log);
+        let mut state = State::default();
+        let mut previous: std::sync::Arc<Vec<ItemRef>> = Default::default();
+        for (at, call) in log.calls.iter().enumerate() {
+            let policy = if switch[at % switch.len()] { &second } else { &first };
+            let scratch = engine::project(&log, call, policy, &counts, &mut state).unwrap();
+            let stepped = projector.project(call, policy, &counts).unwrap();
+            same_projection(&stepped, &scratch, policy)?;
+            prop_assert_eq!(projector.state(), &state, "state after call {}", call.id);
+            prop_assert_eq!(stepped.reused, scratch.prefix_reused_tokens(&previous));
+            previous = scratch.order;
+        }
+    }
+}
+
+/// `PROPTEST_CASES` when set, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(default)
 }

@@ -558,3 +558,49 @@ fn a_call_projected_alone_in_any_order_is_the_call_in_a_replay() {
         }
     }
 }
+
+/// The same on a generated session long enough (over 130 calls) that a walk
+/// remembers the state every so many calls and later walks start from there.
+#[test]
+fn a_call_of_a_long_session_projected_alone_is_the_call_in_a_replay() {
+    use ctxlens::analysis::{PolicyChoice, ProjectionCache, each_call, project_call};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.db");
+    ctxlens::sample::write_scale(&path, 7_000, 1).unwrap();
+    let log = ctxlens::log::Store::open(&path).unwrap().load().unwrap();
+    let session = &log.sessions[0];
+    assert!(session.calls.len() > 130, "{} calls", session.calls.len());
+    for preset in ["pipeline", "codex", "tiered"] {
+        let choice = PolicyChoice {
+            sets: vec![
+                format!("preset=\"{preset}\""),
+                "budget.encoding=\"chars4\"".into(),
+            ],
+            ..PolicyChoice::default()
+        };
+        let mut replayed = std::collections::HashMap::new();
+        each_call(
+            session,
+            &choice,
+            &mut ProjectionCache::default(),
+            |call, p| {
+                let policy = choice.for_call(call).unwrap();
+                let json = serde_json::to_string(&p.unwrap().render(&policy)).unwrap();
+                replayed.insert(call.id, json);
+                std::ops::ControlFlow::Continue(())
+            },
+        );
+        let mut cache = ProjectionCache::default();
+        let last = session.calls.iter().map(|c| c.id).max().unwrap();
+        // Far, then near ones before and after what the walks remembered.
+        for id in [last, 3, 130, 64, 65, 129, 100, last - 1, 1] {
+            let call = session.calls.iter().find(|c| c.id == id).unwrap();
+            let (policy, alone) = project_call(session, call, &choice, &mut cache).unwrap();
+            assert_eq!(
+                serde_json::to_string(&alone.render(&policy)).unwrap(),
+                replayed[&id],
+                "{preset}, call {id}"
+            );
+        }
+    }
+}
