@@ -759,7 +759,6 @@ fn use_policy(policy: &Policy) {
     for tool in policy.tool_results.tools.keys() {
         let _ = policy.tool_results.rule_for(Some(tool));
     }
-    let _ = policy.trigger.looks_only_at_the_call(true);
     let _ = PolicyBuilder::new()
         .recorded(2, &json)
         .and_then(PolicyBuilder::build);

@@ -369,11 +369,6 @@ impl SessionLog {
         self.events.iter().map(|e| e.turn + 1).max().unwrap_or(0)
     }
 
-    /// Whether the session holds a `compaction` marker event.
-    pub fn has_markers(&self) -> bool {
-        self.events.iter().any(|e| e.kind == Kind::Compaction)
-    }
-
     /// The events a model call saw: every event with `seq <= last_seq`.
     pub fn seen_by(&self, call: &ModelCall) -> &[Event] {
         let end = self.events.partition_point(|e| e.seq <= call.last_seq);

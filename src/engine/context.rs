@@ -556,11 +556,6 @@ impl<'a> Context<'a> {
         }
     }
 
-    /// The same call's context with every event verbatim again.
-    pub fn fresh(&self) -> Context<'a> {
-        Context::new(self.session, self.call, Arc::clone(&self.counts))
-    }
-
     /// Makes the dispositions from `ix` on again: those events are
     /// verbatim again, and only those before `ix` stay settled.
     pub(crate) fn redo_from(&mut self, ix: usize) {

@@ -301,20 +301,16 @@ impl<'a> Projected<'a> {
         context::leading_system(&self.session.events[..self.slots.len()])
     }
 
-    /// Tokens of the call's injections.
-    pub fn injected_tokens(&self) -> u64 {
-        self.injected
-    }
-
     /// Whether a compaction at this call left the context at 95% or more of
     /// what it was: the loop other tools' users hit.
     pub fn made_no_progress(&self) -> bool {
-        let after = self.total_tokens - self.injected_tokens();
+        let after = self.total_tokens - self.injected;
         self.compacted && after * 100 >= self.before_summary * 95
     }
 
     /// Tokens of the longest common prefix with `previous`'s context: what a
-    /// provider's prompt cache could reuse.
+    /// provider's prompt cache could reuse. The reference `reused`, which the
+    /// incremental path keeps as it goes, is held to in tests/invariants.rs.
     pub fn prefix_reused_tokens(&self, previous: &[ItemRef]) -> u64 {
         self.order
             .iter()

@@ -1,12 +1,16 @@
 //! The incremental path: a session's calls projected in id order, each
 //! taking up what the call before left (its slots, the presets' reckoning,
 //! token totals), so that a call costs what changed since the one before,
-//! not what the log holds. Each preset's `project` walks its file once
-//! either way: from scratch it starts from an empty `Carry` (`project`,
+//! not what the log holds. The same preset `project` functions serve both
+//! paths: from scratch they start from an empty `Carry` (`engine::project`,
 //! the reference the incremental path is held to in tests/invariants.rs),
 //! here from the carry the call before left. A call that cannot follow on
-//! (another policy, fewer events, turns out of order) starts from an empty
-//! carry too.
+//! (another policy or other counts, fewer events, turns out of order)
+//! starts from an empty carry too.
+//!
+//! The budget may differ from call to call (calibration fits one per call),
+//! so a carry holds nothing derived from it: whatever depends on the budget
+//! is decided again at every call.
 
 use std::sync::Arc;
 

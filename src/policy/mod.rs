@@ -265,16 +265,6 @@ pub struct Trigger {
     pub combine: Combine,
 }
 
-impl Trigger {
-    /// Whether every enabled trigger looks only at the call itself, not at
-    /// the calls before it (structural and temporal triggers do; so does
-    /// `on_request` in a session with compaction markers).
-    pub fn looks_only_at_the_call(&self, markers: bool) -> bool {
-        let requests = self.on_request && markers;
-        !(self.on_tool_output || self.after_compaction || requests || self.every_seconds > 0)
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Combine {
