@@ -125,6 +125,13 @@ fn write_for(path: &Path, secs: u64, stop: &AtomicBool, ready: &Barrier) -> Resu
     Ok(written)
 }
 
+/// Whether the log, read afresh, holds the fact yet.
+fn holds_the_fact(path: &Path) -> bool {
+    let log = Store::open(path).unwrap().load().unwrap();
+    let mut events = log.sessions.iter().flat_map(|s| &s.events);
+    events.any(|e| e.content.contains(FACT))
+}
+
 /// Rows in the log, read afresh.
 fn count(path: &Path) -> usize {
     Store::open(path).unwrap().load().unwrap().event_count()
@@ -220,6 +227,11 @@ fn trace(
     std::thread::spawn(move || {
         open_when_ready(&path);
         ready.wait();
+        // The fact comes with the writer's first batch, which may not be in
+        // yet: `why` on a log without it says so and exits 2, rightly.
+        while !holds_the_fact(&path) {
+            std::thread::yield_now();
+        }
         let mut runs = 0;
         while !stop.load(Ordering::SeqCst) {
             for args in [vec!["why", "--text", "soak fact"], vec!["replay"]] {
