@@ -509,40 +509,61 @@ proptest! {
         pinned_text in prop::bool::weighted(0.2),
     ) {
         let b = build_with(&turns, &knobs, &extra);
-        let policy_of = |k: &Knobs| {
-            let mut sets: Vec<String> = k.sets.clone();
-            if let Some(seq) = pinned {
-                sets.push(format!("pin.seqs=[{seq}]"));
-            }
-            if pinned_text {
-                sets.push("pin.text=[\"secret\"]".into());
-            }
-            sets.extend(
-                HOST_KEYS
-                    .iter()
-                    .zip(&host)
-                    .filter(|(_, on)| **on)
-                    .map(|(set, _)| set.to_string()),
-            );
-            let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
-            policy(&sets)
-        };
+        let policy_of = |k: &Knobs| with_pins_and_host(&k.sets, pinned, pinned_text, &host);
         let (first, second) = (policy_of(&knobs), policy_of(&other));
         let counts = counts(&b.log, &first);
-        let mut projector = Projector::new(&b.log);
-        let mut state = State::default();
-        let mut previous: std::sync::Arc<Vec<ItemRef>> = Default::default();
-        for (at, call) in b.log.calls.iter().enumerate() {
-            let policy = if switch[at % switch.len()] { &second } else { &first };
-            let scratch = engine::project(&b.log, call, policy, &counts, &mut state).unwrap();
-            let stepped = projector.project(call, policy, &counts).unwrap();
-            same_projection(&stepped, &scratch, policy)?;
-            prop_assert_eq!(projector.state(), &state, "state after call {}", call.id);
-            // What a prompt cache could reuse of the call before's context.
-            prop_assert_eq!(stepped.reused, scratch.prefix_reused_tokens(&previous));
-            previous = scratch.order;
-        }
+        steps_as_from_scratch(&b.log, &counts, [&first, &second], &switch)?;
     }
+}
+
+/// `sets` with a pinned seq and text, and the host keys that are on.
+fn with_pins_and_host(
+    sets: &[String],
+    pinned: Option<i64>,
+    pinned_text: bool,
+    host: &[bool],
+) -> ctxlens::policy::Policy {
+    let mut sets: Vec<String> = sets.to_vec();
+    if let Some(seq) = pinned {
+        sets.push(format!("pin.seqs=[{seq}]"));
+    }
+    if pinned_text {
+        sets.push("pin.text=[\"secret\"]".into());
+    }
+    sets.extend(
+        HOST_KEYS
+            .iter()
+            .zip(host)
+            .filter(|(_, on)| **on)
+            .map(|(set, _)| set.to_string()),
+    );
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    policy(&sets)
+}
+
+/// Steps through every call of `log` with the projector, under the first
+/// policy or, where `switch` says so, the second, holding each call to its
+/// projection from scratch: the same projection, state and reused prefix.
+fn steps_as_from_scratch(
+    log: &SessionLog,
+    counts: &std::sync::Arc<engine::Counts>,
+    policies: [&ctxlens::policy::Policy; 2],
+    switch: &[bool],
+) -> Result<(), TestCaseError> {
+    let mut projector = Projector::new(log);
+    let mut state = State::default();
+    let mut previous: std::sync::Arc<Vec<ItemRef>> = Default::default();
+    for (at, call) in log.calls.iter().enumerate() {
+        let policy = policies[usize::from(switch[at % switch.len()])];
+        let scratch = engine::project(log, call, policy, counts, &mut state).unwrap();
+        let stepped = projector.project(call, policy, counts).unwrap();
+        same_projection(&stepped, &scratch, policy)?;
+        prop_assert_eq!(projector.state(), &state, "state after call {}", call.id);
+        // What a prompt cache could reuse of the call before's context.
+        prop_assert_eq!(stepped.reused, scratch.prefix_reused_tokens(&previous));
+        previous = scratch.order;
+    }
+    Ok(())
 }
 
 /// What the generator above never makes: events out of the usual order,
@@ -726,19 +747,8 @@ proptest! {
         let b = build_with(&turns, &knobs, &extra);
         let log = oddify(&b.log, &odd);
         let policy_of = |k: &Knobs| {
-            let mut sets: Vec<String> = k.sets.clone();
-            if let Some(seq) = pinned {
-                sets.push(format!("pin.seqs=[{seq}]"));
-            }
-            if pinned_text {
-                sets.push("pin.text=[\"secret\"]".into());
-            }
-            sets.extend(odd.rules.iter().cloned());
-            sets.extend(
-                HOST_KEYS.iter().zip(&host).filter(|(_, on)| **on).map(|(set, _)| set.to_string()),
-            );
-            let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
-            policy(&sets)
+            let sets: Vec<String> = k.sets.iter().chain(&odd.rules).cloned().collect();
+            with_pins_and_host(&sets, pinned, pinned_text, &host)
         };
         let (first, second) = (policy_of(&knobs), policy_of(&other));
         let mut counts = (*counts(&log, &first)).clone();
@@ -749,18 +759,7 @@ proptest! {
             counts.calibration = Some(std::sync::Arc::new(lines));
         }
         let counts = std::sync::Arc::new(counts);
-        let mut projector = Projector::new(&log);
-        let mut state = State::default();
-        let mut previous: std::sync::Arc<Vec<ItemRef>> = Default::default();
-        for (at, call) in log.calls.iter().enumerate() {
-            let policy = if switch[at % switch.len()] { &second } else { &first };
-            let scratch = engine::project(&log, call, policy, &counts, &mut state).unwrap();
-            let stepped = projector.project(call, policy, &counts).unwrap();
-            same_projection(&stepped, &scratch, policy)?;
-            prop_assert_eq!(projector.state(), &state, "state after call {}", call.id);
-            prop_assert_eq!(stepped.reused, scratch.prefix_reused_tokens(&previous));
-            previous = scratch.order;
-        }
+        steps_as_from_scratch(&log, &counts, [&first, &second], &switch)?;
     }
 }
 

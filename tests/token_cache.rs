@@ -43,11 +43,17 @@ fn succeeded(out: &Output) -> String {
 
 /// The token estimates `ctxlens stats --json` gives for each session of `log`.
 fn estimates(cache: &Path, log: &Path) -> Vec<Value> {
-    let out = run(ctxlens(
-        cache,
-        &[Path::new("stats"), Path::new("--json"), log],
-    ));
-    let stats: Value = serde_json::from_str(&out).unwrap();
+    estimates_in(&run(stats(cache, log)))
+}
+
+/// `ctxlens stats --json LOG`, counting through the cache in `cache`.
+fn stats(cache: &Path, log: &Path) -> Command {
+    ctxlens(cache, &[Path::new("stats"), Path::new("--json"), log])
+}
+
+/// The token estimate of each session in the output of `stats --json`.
+fn estimates_in(out: &str) -> Vec<Value> {
+    let stats: Value = serde_json::from_str(out).unwrap();
     stats["sessions"]
         .as_array()
         .unwrap()
@@ -179,23 +185,11 @@ fn processes_at_once_share_one_cache() {
         log_copy(&dir, "two-sessions.db"),
         scale.join("scale-1000.db"),
     ];
-    let stats =
-        |cache: &Path, log: &Path| ctxlens(cache, &[Path::new("stats"), Path::new("--json"), log]);
-    let estimate = |out: &str| -> Value {
-        let stats: Value = serde_json::from_str(out).unwrap();
-        stats["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["estimate"].clone())
-            .collect()
-    };
-
     // One after another, into one cache.
     let alone = dir.path().join("alone");
-    let expected: Vec<Value> = logs
+    let expected: Vec<Vec<Value>> = logs
         .iter()
-        .map(|log| estimate(&run(stats(&alone, log))))
+        .map(|log| estimates_in(&run(stats(&alone, log))))
         .collect();
 
     // All at once, into another.
@@ -211,7 +205,7 @@ fn processes_at_once_share_one_cache() {
         .collect();
     for (child, expected) in children.into_iter().zip(&expected) {
         let out = child.wait_with_output().unwrap();
-        assert_eq!(&estimate(&succeeded(&out)), expected);
+        assert_eq!(&estimates_in(&succeeded(&out)), expected);
     }
     assert_eq!(held(&shared), held(&alone), "every count kept, once");
 }

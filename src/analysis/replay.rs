@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::calibrate::{self, Source};
 use super::{PolicyChoice, ProjectionCache, each_call};
-use crate::engine::{Projected, Status};
+use crate::engine::Projected;
 use crate::model::{Eviction, Log, ModelCall, SessionLog};
 use crate::policy::Policy;
 use crate::record::{self, Message, Sent};
@@ -304,7 +304,7 @@ fn eviction_differences(
             .index_of(seq)
             .filter(|&ix| ix < projected.slots.len())?;
         let status = projected.slots[ix].status;
-        (!matches!(status, Status::Verbatim | Status::Pinned)).then(|| status.as_str())
+        status.is_evicted().then(|| status.as_str())
     };
     // A recorded entry meets the projection's at its seq once (the first of
     // several with one seq); every other entry on either side differs.
@@ -322,10 +322,7 @@ fn eviction_differences(
     }
     count += projected.evicted - met;
     let mut evicted = projected
-        .slots
-        .iter()
-        .zip(&session.events)
-        .filter(|(slot, _)| !matches!(slot.status, Status::Verbatim | Status::Pinned))
+        .evicted()
         .map(|(slot, e)| (e.seq, slot.status.as_str()))
         .take(projected.evicted)
         .peekable();

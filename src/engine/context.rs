@@ -593,8 +593,7 @@ impl<'a> Context<'a> {
 
     /// The same, for a slot the call before's layout had as it is put.
     pub(crate) fn replace(&mut self, ix: usize, slot: Slot) {
-        let evicted =
-            |s: &Slot| usize::from(!matches!(s.status, Status::Verbatim | Status::Pinned));
+        let evicted = |s: &Slot| usize::from(s.status.is_evicted());
         self.tokens = self.tokens - self.slots[ix].tokens + slot.tokens;
         self.evicted = self.evicted - evicted(&self.slots[ix]) + evicted(&slot);
         self.slots[ix] = slot;

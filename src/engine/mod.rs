@@ -59,6 +59,11 @@ impl Status {
     pub fn is_sent(self) -> bool {
         !matches!(self, Status::Summarized | Status::Dropped)
     }
+
+    /// Evicted: neither sent verbatim nor pinned.
+    pub fn is_evicted(self) -> bool {
+        !matches!(self, Status::Verbatim | Status::Pinned)
+    }
 }
 
 /// The reducer that changed an event.

@@ -239,10 +239,11 @@ impl Projected<'_> {
             .collect()
     }
 
-    fn evicted(&self) -> impl Iterator<Item = (&super::Slot, &crate::model::Event)> {
+    /// The slot and event of every event not sent verbatim, in log order.
+    pub fn evicted(&self) -> impl Iterator<Item = (&super::Slot, &crate::model::Event)> {
         self.slots
             .iter()
             .zip(&self.session.events)
-            .filter(|(slot, _)| !matches!(slot.status, Status::Verbatim | Status::Pinned))
+            .filter(|(slot, _)| slot.status.is_evicted())
     }
 }

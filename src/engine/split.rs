@@ -178,6 +178,23 @@ fn apply<'a>(
     ctx
 }
 
+/// What stands for the state's split at this call (see `choose`), and the
+/// first event it covers otherwise than `carried`, the cover the call
+/// before left, which takes it up.
+pub(crate) fn take_cover(
+    ctx: &Context,
+    state: &State,
+    policy: &Policy,
+    carried: &mut Cover,
+) -> (Cover, usize) {
+    let cover = state.split.map_or(Cover::Nothing, |span| {
+        choose(ctx, span, policy.summary.use_recorded)
+    });
+    let from = cover.changed_from(*carried, ctx);
+    *carried = cover;
+    (cover, from)
+}
+
 /// What stands for `span`: the newest applicable recorded summary that
 /// ends where it ends, or, when the log has none, a placeholder (and
 /// `needs_summary`).

@@ -12,11 +12,10 @@
 
 use std::sync::Arc;
 
-use super::opencode::Cleared;
 use super::{count_before, drop_markers, follow_marker};
 use crate::engine::context::{Context, Why};
-use crate::engine::reducers::{Cover, apply_cover};
-use crate::engine::split::choose;
+use crate::engine::reducers::apply_cover;
+use crate::engine::split::take_cover;
 use crate::engine::{Carry, ReducerName, Span, State, Status, seconds};
 use crate::model::{Event, Kind};
 use crate::policy::{Budget, ClaudeCode, Policy};
@@ -77,14 +76,11 @@ pub fn project<'a>(
     // be cleared now).
     let now = chrono::DateTime::parse_from_rfc3339(&ctx.call.ts).ok();
     let before = carry.claude_code.now;
-    let cover = state.split.map_or(Cover::Nothing, |span| {
-        choose(&ctx, span, policy.summary.use_recorded)
-    });
+    let (cover, from) = take_cover(&ctx, state, policy, &mut carry.cover);
     if before.is_some() && (now.is_none() || now < before) {
         ctx.redo_from(0);
     }
-    ctx.redo_from(ctx.pairs_from(cover.changed_from(carry.cover, &ctx)));
-    carry.cover = cover;
+    ctx.redo_from(ctx.pairs_from(from));
     ctx = apply_cover(ctx, cover);
     drop_markers(&mut ctx);
     if c.microcompact && idle(&ctx, state, c) {
@@ -96,8 +92,7 @@ pub fn project<'a>(
             host.push((ix, at));
         }
     }
-    let new = carry.pruned.since(&state.pruned).to_vec();
-    carry.pruned = Cleared::of(&state.pruned);
+    let new = carry.pruned.take_new(&state.pruned);
     let honour = policy.trigger.on_request;
     clear(&mut ctx, c, state, honour.then_some(host.as_slice()), now);
     // Results cleared since the call before, among the settled slots.

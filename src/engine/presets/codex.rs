@@ -11,8 +11,8 @@
 
 use super::{count_before, drop_markers, follow_marker};
 use crate::engine::context::{Context, Cut, Why};
-use crate::engine::reducers::{Cover, apply_cover};
-use crate::engine::split::choose;
+use crate::engine::reducers::apply_cover;
+use crate::engine::split::take_cover;
 use crate::engine::{Carry, ReducerName, Span, State, Status, cut_text};
 use crate::model::{Event, Kind};
 use crate::policy::{Budget, Codex, Policy};
@@ -156,11 +156,7 @@ pub fn project<'a>(
     ctx.before_summary = ctx.raw_total();
     // The call before's slots stand before the first event the summary or
     // what is kept of the span moved.
-    let cover = state.split.map_or(Cover::Nothing, |span| {
-        choose(&ctx, span, policy.summary.use_recorded)
-    });
-    let mut from = cover.changed_from(carry.cover, &ctx);
-    carry.cover = cover;
+    let (cover, mut from) = take_cover(&ctx, state, policy, &mut carry.cover);
     let messages = &mut carry.codex.messages;
     messages.extend(ctx.events, carry.seen, x);
     let before = carry.codex.kept.take();

@@ -108,40 +108,26 @@ impl Tally {
     /// the log itself: what a continuing coding agent needs (the executive
     /// summary).
     fn text(&self, span: Span) -> String {
-        let mut out = format!(
-            "[state of seqs {}..{}, from the log]\nplan: {}",
-            span.from_seq,
-            span.to_seq,
-            self.plan.as_deref().unwrap_or("none recorded")
-        );
-        let files: Vec<&str> = self
-            .files
-            .iter()
-            .rev()
-            .take(20)
-            .map(String::as_str)
-            .collect();
-        out.push_str(&format!(
-            "\nworking files: {}",
-            if files.is_empty() {
+        let listed = |items: Vec<String>| {
+            if items.is_empty() {
                 "none".to_string()
             } else {
-                files.join(", ")
+                items.join(", ")
             }
-        ));
+        };
+        let files = self.files.iter().rev().take(20).cloned().collect();
         let mut counts: Vec<(&str, u64)> =
             self.usage.iter().map(|(t, n)| (t.as_str(), *n)).collect();
         counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        let counts: Vec<String> = counts.iter().map(|(t, n)| format!("{t} {n}")).collect();
-        out.push_str(&format!(
-            "\ntool usage: {}",
-            if counts.is_empty() {
-                "none".to_string()
-            } else {
-                counts.join(", ")
-            }
-        ));
-        out
+        let counts = counts.iter().map(|(t, n)| format!("{t} {n}")).collect();
+        format!(
+            "[state of seqs {}..{}, from the log]\nplan: {}\nworking files: {}\ntool usage: {}",
+            span.from_seq,
+            span.to_seq,
+            self.plan.as_deref().unwrap_or("none recorded"),
+            listed(files),
+            listed(counts)
+        )
     }
 }
 

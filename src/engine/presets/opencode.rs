@@ -13,8 +13,8 @@ use std::sync::Arc;
 pub use super::estimate;
 use super::follow_marker;
 use crate::engine::context::{Context, Why};
-use crate::engine::reducers::{Cover, apply_cover};
-use crate::engine::split::choose;
+use crate::engine::reducers::apply_cover;
+use crate::engine::split::take_cover;
 use crate::engine::{Carry, ReducerName, Span, State, Status};
 use crate::model::{Event, Injection, Kind, ModelCall};
 use crate::policy::{Budget, Opencode, Policy, Variant};
@@ -134,13 +134,9 @@ pub fn project<'a>(
     ctx.before_summary = ctx.raw_total();
     // The call before's slots stand before the first event the summary
     // moved; outputs pruned since are cleared where they are.
-    let cover = state.split.map_or(Cover::Nothing, |span| {
-        choose(&ctx, span, policy.summary.use_recorded)
-    });
-    ctx.redo_from(ctx.pairs_from(cover.changed_from(carry.cover, &ctx)));
-    carry.cover = cover;
-    let new = carry.pruned.since(&state.pruned).to_vec();
-    carry.pruned = Cleared::of(&state.pruned);
+    let (cover, from) = take_cover(&ctx, state, policy, &mut carry.cover);
+    ctx.redo_from(ctx.pairs_from(from));
+    let new = carry.pruned.take_new(&state.pruned);
     ctx = apply_cover(ctx, cover);
     if state.split.is_some() {
         ctx.around.role = "assistant";
@@ -189,20 +185,18 @@ pub fn project<'a>(
 pub struct Cleared(usize, Option<(i64, i64)>);
 
 impl Cleared {
-    pub(crate) fn of(list: &[(i64, i64)]) -> Cleared {
-        Cleared(list.len(), list.last().copied())
-    }
-
-    /// The entries of `now` (the list at this call) cleared since: the list,
-    /// sorted by seq, only grows, mostly past its end; when an entry came
-    /// in before it, every entry is taken for new.
-    pub(crate) fn since(self, now: &[(i64, i64)]) -> &[(i64, i64)] {
-        let Cleared(len, last) = self;
-        match len.checked_sub(1).map(|at| now.get(at).copied()) {
-            None => now,
+    /// The entries of `now` (the list at this call) cleared since the call
+    /// before, which `now` then stands for: the list, sorted by seq, only
+    /// grows, mostly past its end; when an entry came in before it, every
+    /// entry is taken for new.
+    pub(crate) fn take_new(&mut self, now: &[(i64, i64)]) -> Vec<(i64, i64)> {
+        let Cleared(len, last) = *self;
+        let new = match len.checked_sub(1).map(|at| now.get(at).copied()) {
             Some(at) if at == last => &now[len..],
-            Some(_) => now,
-        }
+            _ => now,
+        };
+        *self = Cleared(now.len(), now.last().copied());
+        new.to_vec()
     }
 }
 
