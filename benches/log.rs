@@ -49,7 +49,7 @@ fn count(c: &mut Criterion) {
         b.iter(|| {
             events
                 .iter()
-                .map(|e| Encoding::O200kBase.count(&e.content))
+                .map(|e| Encoding::O200kBase.count(&e.content.get()))
                 .sum::<usize>()
         })
     });

@@ -6,6 +6,9 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+mod text;
+pub use text::{Source as TextSource, Text};
+
 /// The kind of an event (docs/contract.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -98,7 +101,7 @@ pub struct Event {
     pub kind: Kind,
     pub tool_name: Option<String>,
     pub call_id: Option<String>,
-    pub content: String,
+    pub content: Text,
     /// Raw JSON text.
     pub meta: Option<String>,
 }
@@ -317,6 +320,13 @@ impl SessionLog {
         self.steps.push(step);
         self.partners.push(partner);
         self.events.push(event);
+    }
+
+    /// `f` of each event's text (with its index), made on all cores, the
+    /// texts stored in a log read back a batch at a time (see `Text::par_map`).
+    pub fn map_texts<T: Send>(&self, f: impl Fn(usize, &str) -> T + Sync) -> Vec<T> {
+        let texts: Vec<&Text> = self.events.iter().map(|e| &e.content).collect();
+        Text::par_map(&texts, f)
     }
 
     /// The event with this seq.

@@ -474,10 +474,10 @@ fn record(
     let key = (
         sent.iter()
             .find(|e| e.kind == Kind::System)
-            .map(|e| e.content.clone()),
+            .map(|e| e.content.to_string()),
         sent.iter()
             .find(|e| e.kind == Kind::User)
-            .map(|e| e.content.clone()),
+            .map(|e| e.content.to_string()),
     );
     let named = header_session.or_else(|| shared.session.clone());
     let at = continued(&recorder.sessions, format, &named, &messages, &key);

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use crate::engine::Status;
 use crate::import::{Format, api};
 use crate::model::{Event, Kind, ModelCall, Summary};
+use crate::tokens::Hash;
 
 /// How one event of a record stands to the history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,16 +41,17 @@ impl Found {
     }
 }
 
-/// What identifies a message event in a record: kind and trimmed text.
-fn key(e: &Event) -> (Kind, &str) {
-    (e.kind, e.content.trim())
+/// What identifies a message event in a record: kind and trimmed text
+/// (by its hash, so that the history's texts are not read back).
+fn key(e: &Event) -> (Kind, Hash) {
+    (e.kind, e.content.measure().trimmed)
 }
 
 /// Each of `sent` (a record's events, in order) against `history`. A tool
 /// call or result is found by its call id wherever it is (a call id is
 /// used once); other events after the one found before them.
 pub fn find(history: &[Event], sent: &[Event]) -> Vec<Found> {
-    let mut by_key: HashMap<(Kind, &str), Vec<usize>> = HashMap::new();
+    let mut by_key: HashMap<(Kind, Hash), Vec<usize>> = HashMap::new();
     let mut by_id: HashMap<(Kind, &str), usize> = HashMap::new();
     for (ix, e) in history.iter().enumerate() {
         match e.call_id.as_deref().filter(|id| !id.is_empty()) {
@@ -65,8 +67,10 @@ pub fn find(history: &[Event], sent: &[Event]) -> Vec<Found> {
             let found = match e.call_id.as_deref().filter(|id| !id.is_empty()) {
                 Some(id) => match by_id.get(&(e.kind, id)) {
                     Some(&ix) if e.kind != Kind::ToolResult => Found::Same(ix),
-                    Some(&ix) if history[ix].content.trim() == e.content.trim() => Found::Same(ix),
-                    Some(&ix) => Found::Changed(ix, changed(&history[ix].content, &e.content)),
+                    Some(&ix) if key(&history[ix]) == key(e) => Found::Same(ix),
+                    Some(&ix) => {
+                        Found::Changed(ix, changed(&history[ix].content.get(), &e.content.get()))
+                    }
                     None => Found::New,
                 },
                 None => {
@@ -136,8 +140,8 @@ impl Sent {
     }
 
     /// The record's text for the history event at `ix`, where it sends it.
-    pub fn text_for(&self, ix: usize) -> Option<&str> {
-        Some(&self.events[*self.at.get(&ix)?].content)
+    pub fn text_for(&self, ix: usize) -> Option<Cow<'_, str>> {
+        Some(self.events[*self.at.get(&ix)?].content.get())
     }
 }
 
@@ -153,11 +157,12 @@ fn summary_in(events: &[Event], found: &[Found], text: &str) -> Option<Range<usi
             .iter()
             .position(|f| *f != Found::New)
             .map_or(found.len(), |n| i + n);
-        let joined: Vec<&str> = events[i..end].iter().map(|e| e.content.trim()).collect();
+        let texts: Vec<Cow<str>> = events[i..end].iter().map(|e| e.content.get()).collect();
+        let joined: Vec<&str> = texts.iter().map(|t| t.trim()).collect();
         if joined.join("\n\n") == text {
             return Some(i..end);
         }
-        if let Some(one) = (i..end).find(|&j| events[j].content.trim() == text) {
+        if let Some(one) = joined.iter().position(|t| *t == text).map(|at| i + at) {
             return Some(one..one + 1);
         }
         i = end;

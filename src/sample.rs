@@ -139,7 +139,7 @@ fn deploy_summary(span: &[Event], version: i64) -> String {
     let asks: Vec<String> = span
         .iter()
         .filter(|e| e.kind == Kind::User)
-        .map(|e| format!("- {}", first_sentence(&e.content)))
+        .map(|e| format!("- {}", first_sentence(&e.content.get())))
         .collect();
     let mut text = format!(
         "Summary of the session so far (turns {} to {}).\nThe user asked:\n{}\n",
@@ -760,7 +760,7 @@ impl HostState {
             kind,
             tool_name: tool.map(|(name, _)| name.to_string()),
             call_id: tool.map(|(_, id)| id.to_string()),
-            content: content.to_string(),
+            content: content.into(),
             meta: None,
         };
         self.log.push_event(event.clone());
@@ -1182,7 +1182,7 @@ pub fn write_synthetic(
             kind,
             tool_name: call_id.as_ref().map(|_| "read_file".to_string()),
             call_id,
-            content,
+            content: content.into(),
             meta: None,
         }
     };
@@ -1272,7 +1272,7 @@ pub fn write_scale(path: &Path, events: usize, sessions: usize) -> Result<(), Lo
                 kind,
                 tool_name: tool.map(|(name, _)| name.to_string()),
                 call_id: tool.map(|(_, call_id)| call_id.to_string()),
-                content,
+                content: content.into(),
                 meta: None,
             };
         let mut batch = vec![event(

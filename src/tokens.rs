@@ -7,6 +7,7 @@
 mod bpe;
 pub mod store;
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
@@ -18,7 +19,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::model::Event;
+use crate::model::{Event, Text};
 use store::Store;
 
 /// A tokenizer a policy can name (`budget.encoding`).
@@ -196,8 +197,44 @@ impl TokenCache {
             return texts.iter().map(|t| saturate(encoding.count(t))).collect();
         }
         let hashes: Vec<Hash> = texts.par_iter().map(|t| hash(t)).collect();
+        let bytes: Vec<usize> = texts.iter().map(|t| t.len()).collect();
+        self.count_hashed(encoding, &hashes, &bytes, |ixs| {
+            ixs.iter().map(|&i| (i, Cow::Borrowed(texts[i]))).collect()
+        })
+    }
+
+    /// `count_all` for events' texts: those stored in a log are read back
+    /// only where their counts are not known, a batch at a time.
+    pub fn count_texts(&mut self, encoding: Encoding, texts: &[&Text]) -> Vec<u32> {
+        if encoding == Encoding::Chars4 {
+            return texts
+                .iter()
+                .map(|t| t.measure().chars.div_ceil(4))
+                .collect();
+        }
+        let hashes: Vec<Hash> = texts.iter().map(|t| t.hash()).collect();
+        let bytes: Vec<usize> = texts.iter().map(|t| t.len()).collect();
+        self.count_hashed(encoding, &hashes, &bytes, |ixs| {
+            let mut read = Vec::with_capacity(ixs.len());
+            Text::each(ixs.iter().map(|&i| texts[i]), |at, text| {
+                read.push((ixs[at], text));
+            });
+            read
+        })
+    }
+
+    /// The counts of the texts with `hashes` (and lengths `bytes`): those
+    /// not known are counted from the texts `read` gives for their
+    /// positions, at most [`BATCH_BYTES`] of text at a time.
+    fn count_hashed<'t>(
+        &mut self,
+        encoding: Encoding,
+        hashes: &[Hash],
+        bytes: &[usize],
+        read: impl Fn(&[usize]) -> Vec<(usize, Cow<'t, str>)>,
+    ) -> Vec<u32> {
         let mut seen = HashSet::with_hasher(FixedState::default());
-        let mut missing: Vec<usize> = (0..texts.len())
+        let mut missing: Vec<usize> = (0..hashes.len())
             .filter(|&i| {
                 !self.counts.contains_key(&(encoding, hashes[i])) && seen.insert(hashes[i])
             })
@@ -213,38 +250,54 @@ impl TokenCache {
                 missing.retain(|&i| !self.counts.contains_key(&(encoding, hashes[i])));
             }
         }
-        let bytes: usize = missing.iter().map(|&i| texts[i].len()).sum();
-        let progress = progress_bar(bytes as u64, encoding);
-        let counted: Vec<(Hash, u32)> = missing
-            .par_iter()
-            .map(|&i| {
-                let tokens = saturate(encoding.count(texts[i]));
-                progress.inc(texts[i].len() as u64);
-                (hashes[i], tokens)
-            })
-            .collect();
+        let total: usize = missing.iter().map(|&i| bytes[i]).sum();
+        let progress = progress_bar(total as u64, encoding);
+        let mut rest = &missing[..];
+        while !rest.is_empty() {
+            let mut taken = 0;
+            let end = rest
+                .iter()
+                .position(|&i| {
+                    taken += bytes[i];
+                    taken > BATCH_BYTES
+                })
+                .map_or(rest.len(), |at| at.max(1));
+            let (batch, after) = rest.split_at(end);
+            rest = after;
+            let counted: Vec<(Hash, u32)> = read(batch)
+                .par_iter()
+                .map(|(i, text)| {
+                    let tokens = saturate(encoding.count(text));
+                    progress.inc(text.len() as u64);
+                    (hashes[*i], tokens)
+                })
+                .collect();
+            with_store(|store| store.put(encoding, &counted));
+            self.counts.extend(
+                counted
+                    .into_iter()
+                    .map(|(h, tokens)| ((encoding, h), tokens)),
+            );
+        }
         progress.finish_and_clear();
-        with_store(|store| store.put(encoding, &counted));
-        self.counts.extend(
-            counted
-                .into_iter()
-                .map(|(h, tokens)| ((encoding, h), tokens)),
-        );
         hashes
             .iter()
             .map(|h| self.counts.get(&(encoding, *h)).copied().unwrap_or(0))
             .collect()
     }
 
-    /// Counts every event (see [`TokenCache::count_all`]); returns their total.
+    /// Counts every event (see [`TokenCache::count_texts`]); returns their total.
     pub fn count_events(&mut self, encoding: Encoding, events: &[Event]) -> u64 {
-        let texts: Vec<&str> = events.iter().map(|e| e.content.as_str()).collect();
-        self.count_all(encoding, &texts)
+        let texts: Vec<&Text> = events.iter().map(|e| &e.content).collect();
+        self.count_texts(encoding, &texts)
             .into_iter()
             .map(u64::from)
             .sum()
     }
 }
+
+/// The most text read back from a log at once to be counted.
+const BATCH_BYTES: usize = 32 << 20;
 
 /// Whether counts go to the persistent cache: off unless the program asks.
 static PERSIST: AtomicBool = AtomicBool::new(false);

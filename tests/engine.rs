@@ -322,7 +322,7 @@ fn a_compaction_that_leaves_95_percent_of_the_tokens_made_no_progress() {
     // Seqs 2..9 (turns 0 to 3) take 4 x (1 + 100) tokens in chars4.
     let span: u64 = b.log.events[1..9]
         .iter()
-        .map(|e| e.content.chars().count().div_ceil(4) as u64)
+        .map(|e| e.content.get().chars().count().div_ceil(4) as u64)
         .sum();
     // A target just under the context, and a "summary" barely shorter than its span:
     // it fits, so it is used, and it saves almost nothing.

@@ -122,8 +122,8 @@ fn imported(format: &str, events: &[Event]) -> Vec<Message> {
         .map(|e| Message {
             kind: e.kind.as_str(),
             text: match e.kind {
-                Kind::ToolCall => arguments(format, &e.content),
-                _ => e.content.trim().to_string(),
+                Kind::ToolCall => arguments(format, &e.content.get()),
+                _ => e.content.get().trim().to_string(),
             },
             call_id: e.call_id.clone(),
             tool: e.tool_name.clone(),
@@ -221,7 +221,7 @@ fn event(seq: i64, turn: i64, kind: Kind, tool: Option<(&str, &str)>, text: &str
         kind,
         tool_name: tool.map(|(name, _)| name.to_string()),
         call_id: tool.map(|(_, id)| id.to_string()),
-        content: text.to_string(),
+        content: text.into(),
         meta: None,
     }
 }

@@ -67,7 +67,7 @@ fn hostile_log(dir: &Path) -> PathBuf {
             kind,
             tool_name: tool.map(str::to_string),
             call_id: tool.map(|_| "call\x1b[2J1".to_string()),
-            content,
+            content: content.into(),
             meta: None,
         }
     };
@@ -506,7 +506,7 @@ fn a_summarizer_that_reads_nothing_does_not_kill_ctxlens() {
             kind: Kind::User,
             tool_name: None,
             call_id: None,
-            content: format!("request {turn}: {}", "word ".repeat(8000)),
+            content: format!("request {turn}: {}", "word ".repeat(8000)).into(),
             meta: None,
         }])
         .unwrap();

@@ -85,11 +85,11 @@ fn odd_assistant_contents_images_in_results_and_responses_without_an_id_are_kept
         .success();
     let log = Store::open(&out).unwrap().load().unwrap();
     let s = &log.sessions[0];
-    let answers: Vec<&str> = s
+    let answers: Vec<String> = s
         .events
         .iter()
         .filter(|e| e.kind == Kind::Assistant)
-        .map(|e| e.content.as_str())
+        .map(|e| e.content.to_string())
         .collect();
     assert_eq!(
         answers,

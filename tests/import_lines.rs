@@ -39,7 +39,7 @@ fn users(log: &Log) -> Vec<String> {
         .events
         .iter()
         .filter(|e| e.kind == Kind::User)
-        .map(|e| e.content.clone())
+        .map(|e| e.content.to_string())
         .collect()
 }
 

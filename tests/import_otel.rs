@@ -62,7 +62,7 @@ fn last_seen(session: &SessionLog) -> Vec<(Kind, String)> {
         .iter()
         .map(|c| {
             let e = session.events.iter().find(|e| e.seq == c.last_seq).unwrap();
-            (e.kind, e.content.clone())
+            (e.kind, e.content.to_string())
         })
         .collect()
 }
@@ -130,20 +130,20 @@ fn current_conventions_make_a_call_per_chat_span_and_skip_other_spans() {
     let calls = of_kind(s, Kind::ToolCall);
     assert_eq!(calls[0].tool_name.as_deref(), Some("get_weather"));
     assert_eq!(calls[0].call_id.as_deref(), Some("call_paris"));
-    assert_eq!(json_of(&calls[0].content), json!({"city": "Paris"}));
-    assert_eq!(json_of(&calls[1].content), json!({"city": "Lyon"}));
+    assert_eq!(json_of(&calls[0].content.get()), json!({"city": "Paris"}));
+    assert_eq!(json_of(&calls[1].content.get()), json!({"city": "Lyon"}));
     let results = of_kind(s, Kind::ToolResult);
     assert_eq!(results[0].call_id.as_deref(), Some("call_paris"));
     assert_eq!(results[0].tool_name.as_deref(), Some("get_weather"));
     assert_eq!(results[0].content, "18°C, cloudy");
     // A structured response is kept as JSON.
     assert_eq!(
-        json_of(&results[1].content),
+        json_of(&results[1].content.get()),
         json!({"temperature": 21, "sky": "sunny"})
     );
-    let answers: Vec<&str> = of_kind(s, Kind::Assistant)
+    let answers: Vec<String> = of_kind(s, Kind::Assistant)
         .iter()
-        .map(|e| e.content.as_str())
+        .map(|e| e.content.to_string())
         .collect();
     assert_eq!(
         answers,
@@ -175,7 +175,7 @@ fn current_conventions_make_a_call_per_chat_span_and_skip_other_spans() {
             (Kind::User, "What's the weather in Paris?".to_string()),
             (Kind::ToolResult, "18°C, cloudy".to_string()),
             (Kind::User, "And in Lyon?".to_string()),
-            (Kind::ToolResult, results[1].content.clone()),
+            (Kind::ToolResult, results[1].content.to_string()),
         ]
     );
     assert_eq!(
@@ -214,7 +214,10 @@ fn legacy_indexed_attributes_make_a_call_per_chat_span() {
     let call = of_kind(s, Kind::ToolCall)[0];
     assert_eq!(call.tool_name.as_deref(), Some("lookup"));
     assert_eq!(call.call_id.as_deref(), Some("call_year"));
-    assert_eq!(json_of(&call.content), json!({"project": "OpenTelemetry"}));
+    assert_eq!(
+        json_of(&call.content.get()),
+        json!({"project": "OpenTelemetry"})
+    );
     let result = of_kind(s, Kind::ToolResult)[0];
     assert_eq!(result.call_id.as_deref(), Some("call_year"));
     assert_eq!(result.content, "2019");
@@ -240,11 +243,12 @@ fn legacy_content_recorded_as_anthropic_blocks_keeps_its_tool_calls_and_results(
     let (log, stderr) = import("anthropic-blocks.json", &dir);
     assert_eq!(stderr, "", "no warnings");
     let s = &log.sessions[0];
-    let events: Vec<(Kind, &str)> = s
+    let events: Vec<(Kind, String)> = s
         .events
         .iter()
-        .map(|e| (e.kind, e.content.as_str()))
+        .map(|e| (e.kind, e.content.to_string()))
         .collect();
+    let events: Vec<(Kind, &str)> = events.iter().map(|(k, t)| (*k, t.as_str())).collect();
     assert_eq!(
         events,
         [
@@ -296,7 +300,7 @@ fn json_lines_with_message_events_and_log_records_import() {
     );
     let call = of_kind(s, Kind::ToolCall)[0];
     assert_eq!(call.tool_name.as_deref(), Some("bash"));
-    assert_eq!(json_of(&call.content), json!({"command": "ls"}));
+    assert_eq!(json_of(&call.content.get()), json!({"command": "ls"}));
     assert_eq!(of_kind(s, Kind::ToolResult)[0].content, "README.md\nsrc");
     assert_eq!(of_kind(s, Kind::Assistant)[2].content, "src, by far.");
     assert_eq!(s.calls.len(), 3);
@@ -361,8 +365,9 @@ fn two_conversation_ids_are_two_sessions() {
     let (a, b) = (&log.sessions[0], &log.sessions[1]);
     assert_eq!(a.calls.len(), 2);
     assert_eq!(usage(&a.calls), [(Some(12), Some(2)), (Some(20), Some(2))]);
-    let texts =
-        |s: &SessionLog| -> Vec<String> { s.events.iter().map(|e| e.content.clone()).collect() };
+    let texts = |s: &SessionLog| -> Vec<String> {
+        s.events.iter().map(|e| e.content.to_string()).collect()
+    };
     assert_eq!(
         texts(a),
         ["Translate 'cat' to French.", "chat", "And 'dog'?", "chien"]

@@ -41,7 +41,7 @@ fn seq_of(session: &SessionLog, text: &str) -> i64 {
     session
         .events
         .iter()
-        .find(|e| e.content.contains(text))
+        .find(|e| e.content.get().contains(text))
         .unwrap_or_else(|| panic!("no event holds {text:?}"))
         .seq
 }
@@ -76,7 +76,7 @@ fn each_request_of_a_compacting_host_is_one_call_with_its_record() {
         !session
             .events
             .iter()
-            .any(|e| e.content.starts_with("Summary"))
+            .any(|e| e.content.get().starts_with("Summary"))
     );
     // Call 3 was sent the config's result as a stub.
     let config = seq_of(&session, "prod.example.com");

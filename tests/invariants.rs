@@ -680,7 +680,7 @@ fn oddify(log: &SessionLog, odd: &Odd) -> SessionLog {
         out.push_event(Event {
             seq: e.seq * 2 + 1,
             kind,
-            content,
+            content: content.into(),
             tool_name: None,
             call_id: None,
             meta: None,

@@ -33,7 +33,7 @@ fn event(seq: i64, turn: i64, kind: Kind, call: Option<&str>, content: String) -
         kind,
         tool_name: call.map(|_| "read_file".to_string()),
         call_id: call.map(str::to_string),
-        content,
+        content: content.into(),
         meta: None,
     }
 }
@@ -515,9 +515,13 @@ fn a_users_file_that_leaves_no_budget_is_blamed_not_the_defaults() {
 fn a_log_past_the_text_limit_is_refused_naming_the_row_and_the_limit() {
     let dir = TempDir::new().unwrap();
     let path = dir.path().join("big.db");
+    // Events' texts are read back from the log when wanted, not held: the
+    // limit is on what a load holds (meta here, summaries, calls' records).
     let mut events = vec![event(1, 0, Kind::System, None, "system".into())];
     for i in 0..40 {
-        events.push(event(2 + i, 0, Kind::User, None, "x".repeat(10_000)));
+        let mut e = event(2 + i, 0, Kind::User, None, "x".repeat(10_000));
+        e.meta = Some(format!("{{\"note\":\"{}\"}}", "y".repeat(10_000)));
+        events.push(e);
     }
     write(&path, None, &events, &[], &[call(0, 41, CHARS4)]);
     let log = path.to_str().unwrap();
@@ -615,7 +619,7 @@ fn many_sessions_load_through_the_index() {
     assert!(log.notes.is_empty());
     for i in (0..SESSIONS).step_by(97) {
         let session = log.session(&format!("s{i}")).unwrap();
-        assert_eq!(session.events[0].content, format!("hello {i}"));
+        assert_eq!(session.events[0].content.get(), format!("hello {i}"));
     }
     assert!(log.session("nobody").is_none());
 }

@@ -1,7 +1,7 @@
 //! The writer and the store: round trips, refusals, incremental loads.
 
 use ctxlens::log::{LogError, Store, Writer};
-use ctxlens::model::{Event, Kind, ModelCall, Session, Summary, Usage};
+use ctxlens::model::{Event, Kind, ModelCall, Session, Summary, Text, Usage};
 use tempfile::TempDir;
 
 fn session(id: &str) -> Session {
@@ -22,7 +22,7 @@ fn event(seq: i64, turn: i64, kind: Kind, tool: Option<(&str, &str)>, content: &
         kind,
         tool_name: tool.map(|(name, _)| name.to_string()),
         call_id: tool.map(|(_, id)| id.to_string()),
-        content: content.to_string(),
+        content: content.into(),
         meta: (kind == Kind::ToolResult).then(|| r#"{"is_error":false}"#.to_string()),
     }
 }
@@ -126,6 +126,41 @@ fn every_row_round_trips_through_writer_and_store() {
         (6, "stubbed")
     );
     assert_eq!(s.calls[0].parsed_injections().unwrap()[0].hook, "date");
+}
+
+#[test]
+fn a_loaded_events_text_is_read_back_from_the_log_and_says_so_when_the_row_changed() {
+    let dir = TempDir::new().unwrap();
+    let (path, mut writer) = new_log(&dir);
+    let events = every_kind();
+    writer.append(&events).unwrap();
+    drop(writer);
+    let log = Store::open(&path).unwrap().load().unwrap();
+    let s = log.pick_session(None).unwrap();
+    for (loaded, written) in s.events.iter().zip(&events) {
+        assert!(
+            !loaded.content.is_held(),
+            "seq {} holds its text",
+            loaded.seq
+        );
+        assert_eq!(loaded.content.get(), written.content.get());
+        assert_eq!(loaded.content.measure(), written.content.measure());
+    }
+    let all = Text::get_all(s.events.iter().rev().map(|e| &e.content));
+    let want: Vec<String> = events.iter().rev().map(|e| e.content.to_string()).collect();
+    assert_eq!(all, want);
+
+    // The log rewritten under a loaded model: the text says so, not another's.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute("UPDATE events SET content = 'goodbye' WHERE seq = 2", [])
+        .unwrap();
+    let said = s.events[1].content.get();
+    assert!(
+        said.contains("row 2") && said.contains("changed after it was loaded"),
+        "{said}"
+    );
+    assert!(said.contains(path.to_str().unwrap()), "{said}");
+    assert_eq!(s.events[0].content.get(), "system prompt");
 }
 
 #[test]

@@ -64,7 +64,7 @@ fn seq_of(session: &SessionLog, text: &str) -> i64 {
     session
         .events
         .iter()
-        .find(|e| e.content.contains(text))
+        .find(|e| e.content.get().contains(text))
         .unwrap_or_else(|| panic!("no event holds {text:?}"))
         .seq
 }

@@ -72,7 +72,7 @@ fn batch(n: u64, seq: &mut i64) -> (Vec<Event>, i64) {
                 kind,
                 tool_name: call_id.as_ref().map(|_| "read_file".to_string()),
                 call_id,
-                content,
+                content: content.into(),
                 meta: None,
             }
         })
@@ -129,7 +129,7 @@ fn write_for(path: &Path, secs: u64, stop: &AtomicBool, ready: &Barrier) -> Resu
 fn holds_the_fact(path: &Path) -> bool {
     let log = Store::open(path).unwrap().load().unwrap();
     let mut events = log.sessions.iter().flat_map(|s| &s.events);
-    events.any(|e| e.content.contains(FACT))
+    events.any(|e| e.content.get().contains(FACT))
 }
 
 /// Rows in the log, read afresh.

@@ -30,7 +30,7 @@ fn log_needing_summaries(dir: &Path) -> PathBuf {
             kind,
             tool_name: None,
             call_id: None,
-            content,
+            content: content.into(),
             meta: None,
         }
     };

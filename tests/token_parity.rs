@@ -58,7 +58,7 @@ fn sample_sessions_count_as_tiktoken_does() {
             for e in &session.events {
                 texts.push((
                     format!("{} event {}", path.display(), e.seq),
-                    e.content.clone(),
+                    e.content.to_string(),
                 ));
             }
             for s in &session.summaries {
@@ -102,7 +102,7 @@ fn real_transcripts_count_as_tiktoken_does() {
             for e in &draft.events {
                 texts.push((
                     format!("{} event {}", path.display(), e.seq),
-                    e.content.clone(),
+                    e.content.to_string(),
                 ));
             }
             for s in &draft.summaries {

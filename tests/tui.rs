@@ -163,13 +163,19 @@ fn keys_move_through_calls_turns_panes_search_and_sessions() {
     }
     app.step(Control::Confirm);
     let first = app.selected_event().unwrap();
-    assert!(app.session().events[first].content.contains("deploy key"));
+    assert!(
+        app.session().events[first]
+            .content
+            .get()
+            .contains("deploy key")
+    );
     app.step(Control::NextMatch);
     let second = app.selected_event().unwrap();
     assert!(
         second > first
             && app.session().events[second]
                 .content
+                .get()
                 .to_lowercase()
                 .contains("deploy key")
     );

@@ -55,10 +55,11 @@ pub fn transcript(session: &SessionLog, trim: &PreTrim) -> String {
             "[seq {} · turn {} · {}{tool}]\n",
             e.seq, e.turn, e.kind
         ));
-        let cut = cut_text(&e.content, Cut::TailLines(trim.tool_lines as u32));
+        let content = e.content.get();
+        let cut = cut_text(&content, Cut::TailLines(trim.tool_lines as u32));
         match cut.filter(|_| e.kind == Kind::ToolResult) {
             Some(text) => out.push_str(&text),
-            None => out.push_str(&e.content),
+            None => out.push_str(&content),
         }
         out.push('\n');
     }

@@ -274,18 +274,20 @@ fn frequencies(session: &SessionLog, terms: &[String]) -> Vec<usize> {
     if terms.is_empty() {
         return Vec::new();
     }
-    let zeros = || vec![0; terms.len()];
-    session
-        .events
-        .par_iter()
-        .fold(zeros, |mut held, e| {
-            let lower = e.content.to_lowercase();
-            for (n, term) in held.iter_mut().zip(terms) {
-                *n += usize::from(lower.contains(term.as_str()));
-            }
-            held
-        })
-        .reduce(zeros, |a, b| a.iter().zip(b).map(|(x, y)| x + y).collect())
+    let holds = session.map_texts(|_, text| {
+        let lower = text.to_lowercase();
+        terms
+            .iter()
+            .map(|term| lower.contains(term.as_str()))
+            .collect::<Vec<bool>>()
+    });
+    let mut held = vec![0; terms.len()];
+    for event in holds {
+        for (n, holds) in held.iter_mut().zip(event) {
+            *n += usize::from(holds);
+        }
+    }
+    held
 }
 
 /// What makes an event's text this fact and not another: the names in it
@@ -326,7 +328,7 @@ fn resolve(fact: &Fact, session: &SessionLog) -> Result<(Matcher, Vec<usize>), S
                 let ix = session
                     .index_of(seq)
                     .ok_or_else(|| format!("session {} has no seq {seq}", session.id()))?;
-                let (terms, need) = distinctive(session, &session.events[ix].content);
+                let (terms, need) = distinctive(session, &session.events[ix].content.get());
                 groups.push(Group::Terms { terms, need });
             }
             groups
@@ -337,13 +339,14 @@ fn resolve(fact: &Fact, session: &SessionLog) -> Result<(Matcher, Vec<usize>), S
             let common = texts
                 .iter()
                 .all(|t| !words(t).iter().any(|(w, q)| is_name(w, *q)));
-            let origin = session.events.par_iter().find_first(|e| {
-                let lower = e.content.to_lowercase();
+            let holds = session.map_texts(|_, text| {
+                let lower = text.to_lowercase();
                 texts.iter().all(|t| lower.contains(t.as_str()))
             });
+            let origin = holds.iter().position(|&holds| holds);
             let terms = origin
                 .filter(|_| common)
-                .map(|event| names(session, &event.content))
+                .map(|ix| names(session, &session.events[ix].content.get()))
                 .unwrap_or_default();
             if terms.is_empty() {
                 vec![Group::Terms {
@@ -362,13 +365,10 @@ fn resolve(fact: &Fact, session: &SessionLog) -> Result<(Matcher, Vec<usize>), S
         _ => Vec::new(),
     };
     // The events that hold it (or were named), but for compaction markers.
-    let holders: Vec<usize> = (0..session.events.len())
-        .into_par_iter()
-        .filter(|&ix| {
-            let e = &session.events[ix];
-            e.kind != Kind::Compaction && (named.contains(&ix) || matcher.holds(&e.content))
-        })
-        .collect();
+    let holds = session.map_texts(|ix, text| {
+        session.events[ix].kind != Kind::Compaction && (named.contains(&ix) || matcher.holds(text))
+    });
+    let holders: Vec<usize> = (0..holds.len()).filter(|&ix| holds[ix]).collect();
     if holders.is_empty() {
         return Err(format!(
             "no event of session {} holds {}",
@@ -451,11 +451,12 @@ fn state_at(
 /// fact: the head a cut keeps, or the record's own text.
 fn sent_holds(matcher: &Matcher, p: &Projected, ix: usize) -> bool {
     if let Some(text) = p.sent.as_deref().and_then(|s| s.text_for(ix)) {
-        return matcher.holds(text);
+        return matcher.holds(&text);
     }
     let slot = p.slots[ix];
     slot.status == Status::Truncated
-        && cut_text(&p.session.events[ix].content, slot.cut).is_some_and(|t| matcher.holds(&t))
+        && cut_text(&p.session.events[ix].content.get(), slot.cut)
+            .is_some_and(|t| matcher.holds(&t))
 }
 
 /// Traces `fact` through every call of `session` under `choice`.
@@ -484,11 +485,12 @@ pub fn trace_with(
         .iter()
         .map(|&ix| {
             let e = &session.events[ix];
+            let content = e.content.get();
             Holder {
                 seq: Some(e.seq),
                 version: None,
                 kind: e.kind.as_str().to_string(),
-                excerpt: excerpt(&e.content, matcher.position(&e.content)),
+                excerpt: excerpt(&content, matcher.position(&content)),
             }
         })
         .collect();
@@ -697,7 +699,7 @@ fn fixes(
         }
         Group::Pattern(_) => None,
     }) {
-        let original = original_case(&first.content, &term);
+        let original = original_case(&first.content.get(), &term);
         candidates.push(vec![format!("pin.text=[{}]", toml_string(&original))]);
     }
     let seqs: Vec<String> = holders

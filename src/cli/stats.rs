@@ -14,7 +14,7 @@ use crate::analysis::cost::{self, CallCost, Prices, SessionCost, dollars};
 use crate::analysis::replay::replay_session;
 use crate::analysis::{PolicyChoice, ProjectionCache};
 use crate::display::escape_line;
-use crate::model::{Kind, ModelCall, SessionLog};
+use crate::model::{Kind, ModelCall, SessionLog, Text};
 use crate::say;
 use crate::tokens::{Encoding, TokenCache};
 
@@ -143,8 +143,8 @@ fn session_cost(s: &SessionLog, prices: &Prices, projections: &mut ProjectionCac
 }
 
 fn session_stats(s: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> SessionStats {
-    let texts: Vec<&str> = s.events.iter().map(|e| e.content.as_str()).collect();
-    let counts = cache.count_all(encoding, &texts);
+    let texts: Vec<&Text> = s.events.iter().map(|e| &e.content).collect();
+    let counts = cache.count_texts(encoding, &texts);
     let total = counts.iter().copied().map(u64::from).sum();
     let mut by_kind = BTreeMap::new();
     for (e, &tokens) in s.events.iter().zip(&counts) {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use rayon::prelude::*;
 
 use super::{CallError, ReducerName, Span, Stand, Status};
-use crate::model::{Event, Injection, Kind, ModelCall, SessionLog};
+use crate::model::{Event, Injection, Kind, ModelCall, SessionLog, Text};
 use crate::record::Sent;
 use crate::tokens::{Encoding, TokenCache};
 
@@ -51,29 +51,24 @@ type Altered = HashMap<(usize, Option<Cut>), Option<u32>>;
 impl Counts {
     /// Counts every event and summary of `session`, through the cache.
     pub fn new(session: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> Counts {
-        let contents: Vec<&str> = session.events.iter().map(|e| e.content.as_str()).collect();
+        let texts: Vec<&Text> = session.events.iter().map(|e| &e.content).collect();
         let summaries: Vec<&str> = session
             .summaries
             .iter()
             .map(|s| s.content.as_str())
             .collect();
-        let events = cache.count_all(encoding, &contents);
+        let events = cache.count_texts(encoding, &texts);
         let raw_before = std::iter::once(0)
             .chain(events.iter().scan(0u64, |sum, &n| {
                 *sum += u64::from(n);
                 Some(*sum)
             }))
             .collect();
-        // A character outside the basic plane (four bytes, the first 0xF0 or
-        // more) takes two UTF-16 units.
-        let (chars, utf16) = contents
-            .par_iter()
-            .map(|c| {
-                let chars = c.chars().count() as u32;
-                (
-                    chars,
-                    chars + c.bytes().filter(|&b| b >= 0xF0).count() as u32,
-                )
+        let (chars, utf16) = texts
+            .iter()
+            .map(|t| {
+                let m = t.measure();
+                (m.chars, m.utf16)
             })
             .unzip();
         Counts {
@@ -165,8 +160,9 @@ impl Counts {
 
     /// Tokens of a text the policy gives, the same at call after call (a
     /// stub, opencode's cleared marker and continue message): counted the
-    /// first time and remembered, so a megabyte stub costs one count, not one
-    /// per call.
+    /// first time (through the token cache, so that a later run need not
+    /// load the tokenizer for it) and remembered, so a megabyte stub costs
+    /// one count, not one per call.
     pub fn fixed_text(&self, text: &str) -> u64 {
         let known = |memo: &Fixed| {
             memo.iter()
@@ -176,7 +172,7 @@ impl Counts {
         if let Some(n) = self.fixed.lock().ok().and_then(|memo| known(&memo)) {
             return n;
         }
-        let n = self.text(text);
+        let n = u64::from(TokenCache::new().count(self.encoding, text));
         self.fixed_counted
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut memo) = self.fixed.lock()
@@ -628,7 +624,7 @@ impl<'a> Context<'a> {
         let content = &self.events[ix].content;
         let made = self
             .counts
-            .altered(ix, Some(cut), || super::text::cut_text(content, cut));
+            .altered(ix, Some(cut), || super::text::cut_text(&content.get(), cut));
         let Some(tokens) = made else {
             return;
         };

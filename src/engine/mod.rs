@@ -15,6 +15,7 @@ mod text;
 mod trigger;
 mod trim;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -255,11 +256,21 @@ impl<'a> Projected<'a> {
 
     /// The text the event at `ix` is sent as: the record's, where the
     /// projection is the record.
-    pub fn text_of(&self, ix: usize, policy: &Policy) -> std::borrow::Cow<'a, str> {
+    pub fn text_of(&self, ix: usize, policy: &Policy) -> Cow<'a, str> {
+        self.text_from(ix, policy, || self.session.events[ix].content.get())
+    }
+
+    /// `text_of`, with the event's own text, where it is wanted, from `content`.
+    fn text_from(
+        &self,
+        ix: usize,
+        policy: &Policy,
+        content: impl FnOnce() -> Cow<'a, str>,
+    ) -> Cow<'a, str> {
         let event = &self.session.events[ix];
         match self.sent.as_deref().and_then(|sent| sent.text_for(ix)) {
-            Some(text) => std::borrow::Cow::Owned(text.to_string()),
-            None => sent_text(event, &self.slots[ix], policy),
+            Some(text) => Cow::Owned(text.into_owned()),
+            None => text::sent_text_from(event, &self.slots[ix], policy, content),
         }
     }
 

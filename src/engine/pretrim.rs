@@ -46,7 +46,7 @@ pub fn pretrim(session: &SessionLog, span: Span, policy: &Policy, counts: &Count
         .filter(|&ix| session.events[ix].kind == Kind::ToolResult)
         .collect();
     counts.alter_all(&results, cut, |ix| {
-        cut_text(&session.events[ix].content, cut)
+        cut_text(&session.events[ix].content.get(), cut)
     });
     let mut items: Vec<(usize, u64)> = Vec::new();
     let mut cut_seqs = Vec::new();
@@ -56,7 +56,7 @@ pub fn pretrim(session: &SessionLog, span: Span, policy: &Policy, counts: &Count
         let raw = u64::from(counts.events.get(ix).copied().unwrap_or(0));
         before += raw;
         let tail = (e.kind == Kind::ToolResult)
-            .then(|| counts.altered(ix, Some(cut), || cut_text(&e.content, cut)))
+            .then(|| counts.altered(ix, Some(cut), || cut_text(&e.content.get(), cut)))
             .flatten();
         let tokens = match tail {
             Some(tokens) => {

@@ -608,7 +608,7 @@ pub fn layout<'a>(ctx: Context<'a>, budget: Budget, laid: &mut Laid) -> Projecte
                     ),
                     None => (
                         ItemRef::Recorded(at),
-                        ctx.counts.text(&sent.events[at].content),
+                        ctx.counts.text(&sent.events[at].content.get()),
                     ),
                 });
             let items = items.collect();

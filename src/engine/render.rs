@@ -1,9 +1,13 @@
 //! A projected call with its text: what `project` prints and `--json` emits
 //! (docs/contract.md §5).
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use super::{At, CallError, ItemRef, PreTrim, Projected, Span, Status};
+use crate::model::Text;
 use crate::policy::{Budget, Policy};
 use crate::record::Message;
 
@@ -114,13 +118,31 @@ impl Projected<'_> {
     pub fn items(&self, policy: &Policy) -> Vec<Item> {
         let events = &self.session.events;
         let recorded = self.sent.is_some();
+        // The texts sent whole or cut, read in one go.
+        let wanted: Vec<usize> = self
+            .order
+            .iter()
+            .filter_map(|item| match *item {
+                ItemRef::Event(ix, status) if !recorded && status != Status::Stubbed => Some(ix),
+                _ => None,
+            })
+            .collect();
+        let mut read: HashMap<usize, Cow<str>> = wanted
+            .iter()
+            .copied()
+            .zip(Text::get_all(wanted.iter().map(|&ix| &events[ix].content)))
+            .collect();
         self.order
             .iter()
             .zip(self.order_tokens.iter())
             .map(|(item, &tokens)| match *item {
                 ItemRef::Event(ix, status) => {
                     let e = &events[ix];
-                    let text = self.text_of(ix, policy).into_owned();
+                    let text = self
+                        .text_from(ix, policy, || {
+                            read.remove(&ix).unwrap_or_else(|| events[ix].content.get())
+                        })
+                        .into_owned();
                     Item {
                         role: e.kind.role(),
                         kind: e.kind.as_str(),
@@ -154,7 +176,7 @@ impl Projected<'_> {
                         status: "recorded",
                         summary_version: self.summary().filter(|_| summary).map(|s| s.version),
                         tokens,
-                        text: e.content.clone(),
+                        text: e.content.get().into_owned(),
                     }
                 }
                 ItemRef::Summary(_) | ItemRef::Generated(_) => Item {

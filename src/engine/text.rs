@@ -77,16 +77,28 @@ pub fn cut_text(content: &str, cut: Cut) -> Option<String> {
 
 /// The one-line marker a tool result is elided to (tiered, structural).
 pub fn elided(event: &Event) -> String {
+    let measure = event.content.measure();
     format!(
         "[{} output elided: {} lines, {} characters; re-run the tool to recover]",
         event.tool_name.as_deref().unwrap_or("tool"),
-        event.content.lines().count(),
-        event.content.chars().count()
+        measure.lines,
+        measure.chars
     )
 }
 
 /// The text `event` is sent as, given its slot at a call.
 pub fn sent_text<'e>(event: &'e Event, slot: &Slot, policy: &Policy) -> Cow<'e, str> {
+    sent_text_from(event, slot, policy, || event.content.get())
+}
+
+/// `sent_text`, with the event's text, where it is wanted, from `content`
+/// (one read of many beforehand, say).
+pub fn sent_text_from<'e>(
+    event: &'e Event,
+    slot: &Slot,
+    policy: &Policy,
+    content: impl FnOnce() -> Cow<'e, str>,
+) -> Cow<'e, str> {
     match slot.status {
         Status::Stubbed => match slot.reducer {
             Some(ReducerName::Prune) => Cow::Owned(policy.opencode.cleared.clone()),
@@ -99,10 +111,13 @@ pub fn sent_text<'e>(event: &'e Event, slot: &Slot, policy: &Policy) -> Cow<'e, 
                     .to_string(),
             ),
         },
-        Status::Truncated => match cut_text(&event.content, slot.cut) {
-            Some(text) => Cow::Owned(text),
-            None => Cow::Borrowed(&event.content),
-        },
-        _ => Cow::Borrowed(&event.content),
+        Status::Truncated => {
+            let content = content();
+            match cut_text(&content, slot.cut) {
+                Some(text) => Cow::Owned(text),
+                None => content,
+            }
+        }
+        _ => content(),
     }
 }

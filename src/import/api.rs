@@ -331,9 +331,10 @@ fn stand_ins(
         let before = found[..i].iter().rev().find_map(|f| f.index());
         let after = found[run.end..].iter().find_map(|f| f.index());
         i = run.end;
-        let text = sent[run]
+        let texts: Vec<_> = sent[run].iter().map(|e| e.content.get()).collect();
+        let text = texts
             .iter()
-            .map(|e| e.content.trim())
+            .map(|t| t.trim())
             .collect::<Vec<_>>()
             .join("\n\n");
         if let Some(known) = draft.summaries.iter().position(|s| s.content == text) {
@@ -379,16 +380,16 @@ fn append(draft: &mut Draft, event: &Event, ts: &str) {
     match event.kind {
         Kind::ToolCall => {
             let tool = event.tool_name.as_deref().unwrap_or("tool");
-            draft.tool_call(ts, tool, id, event.content.clone());
+            draft.tool_call(ts, tool, id, event.content.to_string());
         }
         Kind::ToolResult => {
-            draft.tool_result(ts, None, id, event.content.clone(), meta);
+            draft.tool_result(ts, None, id, event.content.to_string(), meta);
         }
         kind => {
             draft.push(
                 kind,
                 ts,
-                event.content.clone(),
+                event.content.to_string(),
                 EventExtra::default().with_meta(meta),
             );
         }
@@ -406,7 +407,7 @@ pub(crate) fn events_of(format: Format, request: &Value) -> Vec<Event> {
     // An empty message (an assistant's "" before its tool calls) says nothing.
     scratch.events.retain(|e| {
         !matches!(e.kind, Kind::User | Kind::Assistant | Kind::System)
-            || !e.content.trim().is_empty()
+            || !e.content.get().trim().is_empty()
     });
     scratch.events
 }

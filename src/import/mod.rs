@@ -458,14 +458,15 @@ impl Draft {
             kind,
             tool_name: extra.tool,
             call_id: extra.call_id,
-            content,
+            content: content.into(),
             meta: extra.meta.map(|m| m.to_string()),
         });
         if self.session.title.is_none() && kind == Kind::User {
             let title: String = self
                 .events
                 .last()
-                .map_or("", |e| e.content.trim())
+                .map_or("".into(), |e| e.content.get())
+                .trim()
                 .lines()
                 .next()
                 .unwrap_or("")

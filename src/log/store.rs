@@ -1,15 +1,18 @@
 //! Reading a log: read-only, tolerant of a writer appending beside it, and
 //! able to load only what is new since the last load.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, Row};
 
 use super::{LogError, Result, TextLimit, check_schema, precheck, sqlite_err};
 use crate::model::{
-    Event, Kind, LoadNote, Log, ModelCall, Record, Session, SessionLog, Summary, Usage,
+    Event, Kind, LoadNote, Log, ModelCall, Record, Session, SessionLog, Summary, Text, TextSource,
+    Usage,
 };
 
 /// How long a read waits for a writer's lock before giving up.
@@ -19,6 +22,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// Where the loaded events' texts are read back from.
+    texts: Arc<Texts>,
     cursor: Cursor,
     /// `data_version` as of the newest load, to tell a later commit from none.
     loaded_version: Option<i64>,
@@ -99,6 +104,7 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            texts: Arc::new(Texts::new(path)),
             cursor: Cursor::default(),
             loaded_version: None,
             limit: TextLimit::current(),
@@ -307,14 +313,16 @@ impl Store {
         const SPLIT_ABOVE: i64 = 20_000;
         let span = upto.saturating_sub(after.max(0));
         if span < SPLIT_ABOVE {
-            let (events, notes) = read_event_range(conn, after, upto, budget)?;
+            let (events, notes) = read_event_range(conn, &self.texts, after, upto, budget)?;
             return Ok((vec![events], notes));
         }
         let middle = upto - span / 2;
         let helper = open_read_only(&self.path).map_err(ReadError::Log)?;
         let (first, second) = std::thread::scope(|scope| {
-            let second = scope.spawn(move || read_event_range(&helper, middle, upto, budget));
-            let first = read_event_range(conn, after, middle, budget);
+            let texts = &self.texts;
+            let second =
+                scope.spawn(move || read_event_range(&helper, texts, middle, upto, budget));
+            let first = read_event_range(conn, &self.texts, after, middle, budget);
             (first, second.join())
         });
         let (events, mut notes) = first?;
@@ -346,20 +354,24 @@ fn open_read_only(path: &Path) -> Result<Connection> {
 }
 
 /// The events with rowid in (after, upto], and a note for each unknown kind.
+/// Each event's text is measured as it passes and left in the file, to be
+/// read back through `texts` when wanted.
 fn read_event_range(
     conn: &Connection,
+    texts: &Arc<Texts>,
     after: i64,
     upto: i64,
     budget: &Budget,
 ) -> Result<(Vec<Event>, Vec<LoadNote>), ReadError> {
     let mut stmt = conn.prepare(
-        "SELECT seq, session_id, turn, ts, kind, tool_name, call_id, content, meta
+        "SELECT seq, session_id, turn, ts, kind, tool_name, call_id, content, meta, rowid
          FROM events WHERE rowid > ?1 AND rowid <= ?2 ORDER BY rowid",
     )?;
     let mut rows = stmt.query([after, upto])?;
     // Rowids are dense in a log that is only appended to: room for all at once.
-    let room = usize::try_from(upto.saturating_sub(after)).map_or(0, |n| n.min(1 << 20));
+    let room = usize::try_from(upto.saturating_sub(after.max(0))).map_or(0, |n| n.min(1 << 20));
     let (mut events, mut notes) = (Vec::with_capacity(room), Vec::new());
+    let source: Arc<dyn TextSource> = texts.clone();
     while let Some(row) = rows.next()? {
         let kind_text = row.get_ref(4)?.as_str()?;
         let kind = Kind::parse(kind_text);
@@ -371,11 +383,10 @@ fn read_event_range(
             kind,
             tool_name: row.get(5)?,
             call_id: row.get(6)?,
-            content: row.get(7)?,
+            content: Text::stored(source.clone(), row.get(9)?, row.get_ref(7)?.as_str()?),
             meta: row.get(8)?,
         };
-        let bytes = event.content.len() + event.meta.as_ref().map_or(0, String::len);
-        if !budget.take(bytes) {
+        if !budget.take(event.meta.as_ref().map_or(0, String::len)) {
             return Err(ReadError::TooLarge(format!("seq {}", event.seq)));
         }
         if kind == Kind::Unknown {
@@ -388,6 +399,81 @@ fn read_event_range(
         events.push(event);
     }
     Ok((events, notes))
+}
+
+/// Events' texts, read back from the log by rowid. Each thread reading
+/// takes a connection of its own from those idle, opening one when none is.
+struct Texts {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Texts {
+    fn new(path: &Path) -> Texts {
+        Texts {
+            path: path.to_path_buf(),
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// `f` on an idle connection, given back after.
+    fn with<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, String> {
+        let taken = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let conn = match taken {
+            Some(conn) => conn,
+            None => open_read_only(&self.path).map_err(|e| e.to_string())?,
+        };
+        let out = f(&conn).map_err(|e| e.to_string());
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push(conn);
+        }
+        out
+    }
+}
+
+/// Past this many rowids per text wanted, texts are read one by one
+/// rather than by one pass over the rows between the first and the last.
+const SPARSE: i64 = 16;
+
+impl TextSource for Texts {
+    fn each(&self, rowids: &[i64], f: &mut dyn FnMut(usize, &str)) -> Result<(), String> {
+        let (Some(&low), Some(&high)) = (rowids.iter().min(), rowids.iter().max()) else {
+            return Ok(());
+        };
+        self.with(|conn| {
+            if (high - low) / SPARSE > rowids.len() as i64 {
+                let mut stmt =
+                    conn.prepare_cached("SELECT content FROM events WHERE rowid = ?1")?;
+                for (at, &rowid) in rowids.iter().enumerate() {
+                    if let Some(row) = stmt.query([rowid])?.next()? {
+                        f(at, row.get_ref(0)?.as_str()?);
+                    }
+                }
+                return Ok(());
+            }
+            let mut wanted: HashMap<i64, Vec<usize>> = HashMap::with_capacity(rowids.len());
+            for (at, &rowid) in rowids.iter().enumerate() {
+                wanted.entry(rowid).or_default().push(at);
+            }
+            let mut stmt = conn.prepare_cached(
+                "SELECT rowid, content FROM events WHERE rowid >= ?1 AND rowid <= ?2",
+            )?;
+            let mut rows = stmt.query([low, high])?;
+            while let Some(row) = rows.next()? {
+                if let Some(ats) = wanted.get(&row.get::<_, i64>(0)?) {
+                    let text = row.get_ref(1)?.as_str()?;
+                    for &at in ats {
+                        f(at, text);
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn name(&self) -> String {
+        self.path.display().to_string()
+    }
 }
 
 /// Makes room in each session for its events among `parts`, so that its

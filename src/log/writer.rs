@@ -221,7 +221,7 @@ impl Writer {
                         e.kind.as_str(),
                         e.tool_name,
                         e.call_id,
-                        e.content,
+                        &*e.content.get(),
                         e.meta
                     ])
                     .map_err(&err)?;

@@ -240,7 +240,7 @@ impl Pin {
     pub fn holds(&self, event: &crate::model::Event) -> bool {
         self.seqs.contains(&event.seq)
             || (!self.text.is_empty() && {
-                let lower = event.content.to_lowercase();
+                let lower = event.content.get().to_lowercase();
                 self.text
                     .iter()
                     .any(|t| !t.is_empty() && lower.contains(&t.to_lowercase()))

@@ -291,10 +291,10 @@ impl CallView {
     /// The text the event at `ix` is sent as in this view.
     pub fn text_of<'e>(&self, e: &'e crate::model::Event, ix: usize) -> Cow<'e, str> {
         match self.sent.as_deref().and_then(|sent| sent.text_for(ix)) {
-            Some(text) => Cow::Owned(text.to_string()),
+            Some(text) => Cow::Owned(text.into_owned()),
             None => match self.slots.get(ix) {
                 Some(slot) => sent_text(e, slot, &self.policy),
-                None => Cow::Borrowed(&e.content),
+                None => e.content.get(),
             },
         }
     }
@@ -1230,11 +1230,11 @@ impl App {
                     view.stand_text.clone().unwrap_or_default()
                 }
                 ItemRef::Injection(i) => view.injections.get(i)?.content.clone(),
-                ItemRef::Recorded(at) => view.sent.as_ref()?.events.get(at)?.content.clone(),
+                ItemRef::Recorded(at) => view.sent.as_ref()?.events.get(at)?.content.to_string(),
             });
         }
         self.selected_event()
-            .map(|ix| session.events[ix].content.clone())
+            .map(|ix| session.events[ix].content.to_string())
     }
 
     /// Keys in the why panel: j/k pick a fix, PgUp/PgDn scroll, Enter
@@ -1359,14 +1359,8 @@ impl App {
             self.search = None;
             return;
         };
-        let matches: Vec<usize> = self
-            .session()
-            .events
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| matcher.is_match(&e.content))
-            .map(|(ix, _)| ix)
-            .collect();
+        let matches = self.session().map_texts(|_, text| matcher.is_match(text));
+        let matches: Vec<usize> = (0..matches.len()).filter(|&ix| matches[ix]).collect();
         self.search = Some((query.to_string(), matches));
         self.search_forward = forward;
         self.focus = Pane::History;

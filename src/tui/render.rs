@@ -779,8 +779,8 @@ fn tokens_label(tokens: u64, d: Disposition) -> String {
 /// One line for an event: its tool, then its first line.
 fn event_line(e: &Event) -> String {
     match &e.tool_name {
-        Some(tool) => format!("{tool}: {}", first_line(&e.content)),
-        None => first_line(&e.content).to_string(),
+        Some(tool) => format!("{tool}: {}", first_line(&e.content.get())),
+        None => first_line(&e.content.get()).to_string(),
     }
 }
 
@@ -858,9 +858,9 @@ fn draw_context(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                     ItemRef::Recorded(at) => {
                         let (e, summary) = recorded_item(view, at);
                         let left = if summary {
-                            format!("Σ summary (recorded) · {}", first_line(&e.content))
+                            format!("Σ summary (recorded) · {}", first_line(&e.content.get()))
                         } else {
-                            format!("◆ {} {}", kind_glyph(e.kind), first_line(&e.content))
+                            format!("◆ {} {}", kind_glyph(e.kind), first_line(&e.content.get()))
                         };
                         let style = if summary {
                             theme.fg(Color::Blue).add_modifier(Modifier::BOLD)
@@ -969,7 +969,7 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
             }
             lines.push(Line::from(""));
             lines.extend(
-                pretty(&e.content)
+                pretty(&e.content.get())
                     .lines()
                     .map(|l| Line::from(l.to_string())),
             );
@@ -1049,7 +1049,7 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
                     }
                 )));
                 lines.push(Line::from(""));
-                lines.extend(e.content.lines().map(|l| Line::from(l.to_string())));
+                lines.extend(e.content.get().lines().map(|l| Line::from(l.to_string())));
             }
         }
         None => lines.push(Line::from("nothing selected")),

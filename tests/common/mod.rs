@@ -48,7 +48,7 @@ impl LogBuilder {
             kind,
             tool_name: tool.map(|(t, _)| t.to_string()),
             call_id: tool.map(|(_, id)| id.to_string()),
-            content: content.to_string(),
+            content: content.into(),
             meta: None,
         });
         seq

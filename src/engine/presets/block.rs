@@ -427,18 +427,18 @@ fn one_liner(ctx: &Context, start: usize, end: usize) -> String {
             short
         };
         match e.kind {
-            Kind::User => parts.push(format!("user: {}", first_line(&e.content))),
-            Kind::Assistant => parts.push(first_line(&e.content)),
+            Kind::User => parts.push(format!("user: {}", first_line(&e.content.get()))),
+            Kind::Assistant => parts.push(first_line(&e.content.get())),
             Kind::ToolCall => {
                 let lines = ctx
                     .session
                     .partner_of(ix)
                     .filter(|&p| p < ctx.events.len())
-                    .map_or(0, |p| ctx.events[p].content.lines().count());
+                    .map_or(0, |p| ctx.events[p].content.measure().lines);
                 parts.push(format!(
                     "{}({}) → {lines} lines",
                     e.tool_name.as_deref().unwrap_or("tool"),
-                    first_line(&e.content)
+                    first_line(&e.content.get())
                 ));
             }
             Kind::Compaction => parts.push("compaction requested".into()),

@@ -19,7 +19,12 @@ use crate::policy::{Budget, Codex, Policy};
 
 /// Codex's token estimate: bytes / 4, rounded up.
 pub fn approx_tokens(text: &str) -> u64 {
-    (text.len() as u64).div_ceil(4)
+    approx_bytes(text.len())
+}
+
+/// `approx_tokens` of a text of `bytes` bytes.
+pub fn approx_bytes(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(4)
 }
 
 /// The count at which Codex compacts: `auto_compact_limit`, at most 9/10 of
@@ -85,8 +90,10 @@ impl Messages {
         for (ix, e) in events.iter().enumerate().skip(from) {
             match e.kind {
                 Kind::System => self.initial.push(ix),
-                Kind::User if is_contextual(&e.content) => self.initial.push(ix),
-                Kind::User if !e.content.starts_with(&x.summary_prefix) => self.users.push(ix),
+                Kind::User if is_contextual(&e.content.get()) => self.initial.push(ix),
+                Kind::User if !e.content.get().starts_with(&x.summary_prefix) => {
+                    self.users.push(ix)
+                }
                 _ => {}
             }
         }
@@ -104,7 +111,7 @@ impl Messages {
             if left == 0 {
                 break;
             }
-            let tokens = approx_tokens(&events[ix].content);
+            let tokens = approx_bytes(events[ix].content.len());
             if tokens <= left {
                 out.push((ix, None));
                 left -= tokens;
@@ -142,7 +149,7 @@ pub fn project<'a>(
     if !followed
         && n > first
         && count_before(&ctx, budget, state, |ctx, ix| {
-            approx_tokens(&ctx.events[ix].content)
+            approx_bytes(ctx.events[ix].content.len())
         })
         .is_some_and(|count| count >= limit(policy))
         && state.split.is_none_or(|s| s.to_seq < ctx.events[n - 1].seq)
@@ -200,7 +207,10 @@ pub fn project<'a>(
         if let Some(left) = cut {
             let cut = Cut::Middle(left as u32);
             let content = &ctx.events[ix].content;
-            if let Some(tokens) = ctx.counts.altered(ix, Some(cut), || cut_text(content, cut)) {
+            if let Some(tokens) = ctx
+                .counts
+                .altered(ix, Some(cut), || cut_text(&content.get(), cut))
+            {
                 ctx.set(ix, Status::Truncated, ReducerName::Codex, why, tokens);
                 ctx.slots[ix].cut = cut;
             }

@@ -9,7 +9,7 @@ use crate::engine::Span;
 use crate::engine::context::Context;
 use crate::engine::split::{self, Split};
 use crate::engine::{Carry, State};
-use crate::model::Kind;
+use crate::model::{Event, Kind, Text};
 use crate::policy::{Budget, Policy};
 
 pub fn project<'a>(
@@ -80,14 +80,16 @@ impl Tally {
     /// The tally with the tool calls of seqs `from..=to` added, in log order.
     fn go_on(mut self, ctx: &Context, from: i64, to: i64) -> Tally {
         let start = ctx.events.partition_point(|e| e.seq < from);
-        for event in ctx.events[start..]
+        let calls: Vec<&Event> = ctx.events[start..]
             .iter()
             .take_while(|e| e.seq <= to)
             .filter(|e| e.kind == Kind::ToolCall)
-        {
+            .collect();
+        let texts = Text::get_all(calls.iter().map(|e| &e.content));
+        for (event, text) in calls.into_iter().zip(texts) {
             let tool = event.tool_name.as_deref().unwrap_or("tool");
             *self.usage.entry(tool.to_string()).or_default() += 1;
-            let Ok(args) = serde_json::from_str::<serde_json::Value>(&event.content) else {
+            let Ok(args) = serde_json::from_str::<serde_json::Value>(&text) else {
                 continue;
             };
             let lower = tool.to_lowercase();

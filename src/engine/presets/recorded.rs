@@ -73,7 +73,7 @@ pub fn project<'a>(
         match (held, covered) {
             (Some((Status::Verbatim, _)), _) => {}
             (Some((how, at)), _) => {
-                let tokens = ctx.counts.text(&sent.events[at].content);
+                let tokens = ctx.counts.text(&sent.events[at].content.get());
                 ctx.set(ix, how, ReducerName::Recorded, Why::Recorded, tokens);
             }
             (None, Some((from_seq, to_seq))) if (from_seq..=to_seq).contains(&seq) => {

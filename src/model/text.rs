@@ -1,0 +1,294 @@
+//! An event's text. An event made in memory (an import, a test) holds its
+//! text; one loaded from a log file keeps only where its text is and what it
+//! measures, and reads it back from the file when it is wanted, so a loaded
+//! log weighs what its events' metadata weighs, not what their text does.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::tokens::{self, Hash};
+
+/// Where stored texts are read back from: a log file opened read-only.
+pub trait Source: Send + Sync {
+    /// `f` on the text of each of the rows `rowids`, with its position in
+    /// `rowids`, in any order: one pass over the file where many are wanted.
+    fn each(&self, rowids: &[i64], f: &mut dyn FnMut(usize, &str)) -> Result<(), String>;
+
+    /// The file, for the words of an error.
+    fn name(&self) -> String;
+}
+
+/// An event's text: held, or stored in a log and read back when wanted.
+#[derive(Clone)]
+pub struct Text(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Held(Box<str>),
+    Stored(Box<Stored>),
+}
+
+/// Where a stored text is, and what it measured as it was loaded.
+#[derive(Clone)]
+struct Stored {
+    rowid: i64,
+    source: Arc<dyn Source>,
+    measure: Measure,
+}
+
+/// What is known of a text without reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Measure {
+    /// The hash its token counts are kept under (see `tokens::hash`).
+    pub hash: Hash,
+    /// The hash of the text without the whitespace around it.
+    pub trimmed: Hash,
+    pub bytes: u32,
+    pub chars: u32,
+    /// UTF-16 units: a character outside the basic plane (four bytes, the
+    /// first 0xF0 or more) takes two.
+    pub utf16: u32,
+    /// Lines, as `str::lines` counts them.
+    pub lines: u32,
+}
+
+impl Measure {
+    pub fn of(text: &str) -> Measure {
+        let hash = tokens::hash(text);
+        let trimmed = text.trim();
+        let chars = saturate(text.chars().count());
+        let astral = saturate(text.bytes().filter(|&b| b >= 0xF0).count());
+        Measure {
+            hash,
+            trimmed: match trimmed.len() == text.len() {
+                true => hash,
+                false => tokens::hash(trimmed),
+            },
+            bytes: saturate(text.len()),
+            chars,
+            utf16: chars.saturating_add(astral),
+            lines: saturate(text.lines().count()),
+        }
+    }
+}
+
+impl Text {
+    /// A text read from row `rowid` of `source`, measured now and let go.
+    pub fn stored(source: Arc<dyn Source>, rowid: i64, text: &str) -> Text {
+        Text(Repr::Stored(Box::new(Stored {
+            rowid,
+            source,
+            measure: Measure::of(text),
+        })))
+    }
+
+    /// The text itself: borrowed when held, read from its log when stored.
+    /// A stored text that can no longer be read (the file went, or was
+    /// rewritten since it was loaded) comes back as one line saying so.
+    pub fn get(&self) -> Cow<'_, str> {
+        match &self.0 {
+            Repr::Held(text) => Cow::Borrowed(text),
+            Repr::Stored(_) => {
+                let mut out = None;
+                Text::each([self], |_, text| out = Some(text.into_owned()));
+                Cow::Owned(out.unwrap_or_default())
+            }
+        }
+    }
+
+    /// `f` on each of `texts` with its position, in any order: the stored
+    /// ones of one log read in one pass over it.
+    pub fn each<'a>(
+        texts: impl IntoIterator<Item = &'a Text>,
+        mut f: impl FnMut(usize, Cow<'a, str>),
+    ) {
+        let mut stored: Vec<(usize, &Stored)> = Vec::new();
+        for (at, text) in texts.into_iter().enumerate() {
+            match &text.0 {
+                Repr::Held(text) => f(at, Cow::Borrowed(text)),
+                Repr::Stored(s) => stored.push((at, s)),
+            }
+        }
+        while let Some(&(_, first)) = stored.first() {
+            let (one, rest): (Vec<_>, Vec<_>) = stored
+                .into_iter()
+                .partition(|(_, s)| Arc::ptr_eq(&s.source, &first.source));
+            stored = rest;
+            let rowids: Vec<i64> = one.iter().map(|(_, s)| s.rowid).collect();
+            let mut seen = vec![false; one.len()];
+            let read = first.source.each(&rowids, &mut |i, text| {
+                seen[i] = true;
+                f(one[i].0, Cow::Owned(one[i].1.check(Ok(text))));
+            });
+            let error = read.err().unwrap_or_else(|| "the row is gone".to_string());
+            for ((at, s), _) in one.iter().zip(&seen).filter(|(_, seen)| !**seen) {
+                f(*at, Cow::Owned(s.check(Err(error.clone()))));
+            }
+        }
+    }
+
+    /// The texts of `texts`, in order (see [`Text::each`]).
+    pub fn get_all<'a>(texts: impl IntoIterator<Item = &'a Text>) -> Vec<Cow<'a, str>> {
+        let mut out: Vec<Cow<str>> = Vec::new();
+        Text::each(texts, |at, text| {
+            if out.len() <= at {
+                out.resize(at + 1, Cow::Borrowed(""));
+            }
+            out[at] = text;
+        });
+        out
+    }
+
+    /// `f` of each of `texts` (with its position), made on all cores: the
+    /// stored texts read back [`BATCH_BYTES`] at a time, and let go after.
+    pub fn par_map<T: Send>(texts: &[&Text], f: impl Fn(usize, &str) -> T + Sync) -> Vec<T> {
+        let mut out = Vec::with_capacity(texts.len());
+        let mut start = 0;
+        while start < texts.len() {
+            let mut bytes = 0;
+            let end = texts[start..]
+                .iter()
+                .position(|t| {
+                    bytes += t.len();
+                    bytes > BATCH_BYTES
+                })
+                .map_or(texts.len(), |n| start + n.max(1));
+            let mut batch: Vec<Option<Cow<str>>> = vec![None; end - start];
+            Text::each(texts[start..end].iter().copied(), |at, text| {
+                batch[at] = Some(text)
+            });
+            out.par_extend(
+                batch
+                    .par_iter()
+                    .enumerate()
+                    .map(|(at, text)| f(start + at, text.as_deref().unwrap_or_default())),
+            );
+            start = end;
+        }
+        out
+    }
+
+    /// What is known of it without reading it (measured now when held).
+    pub fn measure(&self) -> Measure {
+        match &self.0 {
+            Repr::Held(text) => Measure::of(text),
+            Repr::Stored(stored) => stored.measure,
+        }
+    }
+
+    /// The hash its token counts are kept under (see `tokens::hash`).
+    pub fn hash(&self) -> Hash {
+        match &self.0 {
+            Repr::Held(text) => tokens::hash(text),
+            Repr::Stored(stored) => stored.measure.hash,
+        }
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Repr::Held(text) => text.len(),
+            Repr::Stored(stored) => stored.measure.bytes as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether it is held rather than read back from a log.
+    pub fn is_held(&self) -> bool {
+        matches!(self.0, Repr::Held(_))
+    }
+}
+
+impl Stored {
+    /// The text read back, or a line saying why it is not the text loaded.
+    fn check(&self, read: Result<&str, String>) -> String {
+        match read {
+            Ok(text) if tokens::hash(text) == self.measure.hash => text.to_string(),
+            Ok(_) => format!(
+                "[ctxlens: the text of row {} of {} changed after it was loaded]",
+                self.rowid,
+                self.source.name()
+            ),
+            Err(e) => format!(
+                "[ctxlens: the text of row {} of {} could not be read again: {e}]",
+                self.rowid,
+                self.source.name()
+            ),
+        }
+    }
+}
+
+/// The most text read back from a log at once by [`Text::par_map`].
+pub const BATCH_BYTES: usize = 32 << 20;
+
+fn saturate(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl From<String> for Text {
+    fn from(text: String) -> Text {
+        Text(Repr::Held(text.into_boxed_str()))
+    }
+}
+
+impl From<&str> for Text {
+    fn from(text: &str) -> Text {
+        Text(Repr::Held(text.into()))
+    }
+}
+
+impl Default for Text {
+    fn default() -> Text {
+        Text::from("")
+    }
+}
+
+/// Two texts are equal when their bytes are: compared by length and hash,
+/// so that stored texts are not read back to be compared.
+impl PartialEq for Text {
+    fn eq(&self, other: &Text) -> bool {
+        match (&self.0, &other.0) {
+            (Repr::Held(a), Repr::Held(b)) => a == b,
+            _ => self.len() == other.len() && self.hash() == other.hash(),
+        }
+    }
+}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        self.len() == other.len() && self.get() == other
+    }
+}
+
+impl PartialEq<&str> for Text {
+    fn eq(&self, other: &&str) -> bool {
+        *self == **other
+    }
+}
+
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Repr::Held(text) => fmt::Debug::fmt(text, f),
+            Repr::Stored(stored) => {
+                write!(
+                    f,
+                    "Text(row {}, {} bytes)",
+                    stored.rowid, stored.measure.bytes
+                )
+            }
+        }
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.get())
+    }
+}
