@@ -304,6 +304,15 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Two malloc arenas, not eight per core: the short bursts of work on
+    // every core (counting, reading texts back, the inspector's strip) would
+    // otherwise each leave an arena of freed pages behind, a fifth more
+    // resident memory on a long log. One arena makes the threads queue for it.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only tunes the allocator; called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
     quiet_panics();
     let args = Args::parse();
     // The configuration is read at start-up: a broken one stops every command

@@ -3,11 +3,12 @@
 //! events a model call saw). Words follow docs/contract.md §1.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 mod text;
-pub use text::{Source as TextSource, Text};
+pub use text::{Measure, READ_BATCH_BYTES, Source as TextSource, Text};
 
 /// The kind of an event (docs/contract.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -93,17 +94,21 @@ pub struct Session {
 
 /// One row of `events`: the canonical, append-only history.
 #[derive(Clone, Debug, PartialEq)]
+///
+/// Kept small, as a long log holds many: the session and tool names are
+/// shared between the events that name them (a loaded log shares them), the
+/// other strings are boxed, and the text is a `Text`.
 pub struct Event {
     pub seq: i64,
-    pub session_id: String,
+    pub session_id: Arc<str>,
     pub turn: i64,
-    pub ts: String,
+    pub ts: Box<str>,
     pub kind: Kind,
-    pub tool_name: Option<String>,
-    pub call_id: Option<String>,
+    pub tool_name: Option<Arc<str>>,
+    pub call_id: Option<Box<str>>,
     pub content: Text,
     /// Raw JSON text.
-    pub meta: Option<String>,
+    pub meta: Option<Box<str>>,
 }
 
 /// One row of `summaries`: a derived artifact keyed by the span it covers.
@@ -288,7 +293,7 @@ impl SessionLog {
         };
         let mut partner = None;
         if let (Some(call_id), Kind::ToolCall | Kind::ToolResult) = (&event.call_id, event.kind) {
-            let pair = self.pairs.entry(call_id.clone()).or_default();
+            let pair = self.pairs.entry(call_id.to_string()).or_default();
             match event.kind {
                 Kind::ToolCall => {
                     pair.call.get_or_insert(ix);

@@ -754,12 +754,15 @@ impl HostState {
         *io.seq += 1;
         let event = Event {
             seq: *io.seq,
-            session_id: self.id(),
+            session_id: self.id().into(),
             turn: self.turn,
-            ts: io.clock.tick(if kind == Kind::User { 40 } else { 3 }),
+            ts: io
+                .clock
+                .tick(if kind == Kind::User { 40 } else { 3 })
+                .into(),
             kind,
-            tool_name: tool.map(|(name, _)| name.to_string()),
-            call_id: tool.map(|(_, id)| id.to_string()),
+            tool_name: tool.map(|(name, _)| name.into()),
+            call_id: tool.map(|(_, id)| id.into()),
             content: content.into(),
             meta: None,
         };
@@ -1176,12 +1179,12 @@ pub fn write_synthetic(
         seq += 1;
         Event {
             seq,
-            session_id: id.to_string(),
+            session_id: id.into(),
             turn,
-            ts: timestamp(seq),
+            ts: timestamp(seq).into(),
             kind,
-            tool_name: call_id.as_ref().map(|_| "read_file".to_string()),
-            call_id,
+            tool_name: call_id.as_ref().map(|_| "read_file".into()),
+            call_id: call_id.map(Into::into),
             content: content.into(),
             meta: None,
         }
@@ -1266,12 +1269,12 @@ pub fn write_scale(path: &Path, events: usize, sessions: usize) -> Result<(), Lo
         let event =
             |seq: i64, turn: i64, kind: Kind, tool: Option<(&str, &str)>, content: String| Event {
                 seq,
-                session_id: id.clone(),
+                session_id: id.as_str().into(),
                 turn,
-                ts: timestamp(seq),
+                ts: timestamp(seq).into(),
                 kind,
-                tool_name: tool.map(|(name, _)| name.to_string()),
-                call_id: tool.map(|(_, call_id)| call_id.to_string()),
+                tool_name: tool.map(|(name, _)| name.into()),
+                call_id: tool.map(|(_, call_id)| call_id.into()),
                 content: content.into(),
                 meta: None,
             };

@@ -19,7 +19,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Event, Text};
+use crate::model::{Event, READ_BATCH_BYTES, Text};
 use store::Store;
 
 /// A tokenizer a policy can name (`budget.encoding`).
@@ -225,7 +225,7 @@ impl TokenCache {
 
     /// The counts of the texts with `hashes` (and lengths `bytes`): those
     /// not known are counted from the texts `read` gives for their
-    /// positions, at most [`BATCH_BYTES`] of text at a time.
+    /// positions, at most [`READ_BATCH_BYTES`] of text at a time.
     fn count_hashed<'t>(
         &mut self,
         encoding: Encoding,
@@ -259,7 +259,7 @@ impl TokenCache {
                 .iter()
                 .position(|&i| {
                     taken += bytes[i];
-                    taken > BATCH_BYTES
+                    taken > READ_BATCH_BYTES
                 })
                 .map_or(rest.len(), |at| at.max(1));
             let (batch, after) = rest.split_at(end);
@@ -295,9 +295,6 @@ impl TokenCache {
             .sum()
     }
 }
-
-/// The most text read back from a log at once to be counted.
-const BATCH_BYTES: usize = 32 << 20;
 
 /// Whether counts go to the persistent cache: off unless the program asks.
 static PERSIST: AtomicBool = AtomicBool::new(false);

@@ -19,10 +19,10 @@ fn event(seq: i64, turn: i64, kind: Kind, call_id: Option<&str>) -> Event {
         seq,
         session_id: "s".into(),
         turn,
-        ts: time_ago(5),
+        ts: time_ago(5).into(),
         kind,
-        tool_name: call_id.map(|_| "grep".to_string()),
-        call_id: call_id.map(str::to_string),
+        tool_name: call_id.map(|_| "grep".into()),
+        call_id: call_id.map(Into::into),
         content: "x".into(),
         meta: None,
     }
@@ -58,7 +58,7 @@ fn report(events: &[Event], call_at: Option<i64>, end: End) -> (Report, Vec<Acti
     let events: Vec<Event> = events
         .iter()
         .map(|e| Event {
-            ts: time_ago(ago),
+            ts: time_ago(ago).into(),
             ..e.clone()
         })
         .collect();

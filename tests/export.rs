@@ -125,8 +125,8 @@ fn imported(format: &str, events: &[Event]) -> Vec<Message> {
                 Kind::ToolCall => arguments(format, &e.content.get()),
                 _ => e.content.get().trim().to_string(),
             },
-            call_id: e.call_id.clone(),
-            tool: e.tool_name.clone(),
+            call_id: e.call_id.as_deref().map(str::to_string),
+            tool: e.tool_name.as_deref().map(str::to_string),
         })
         .collect()
 }
@@ -217,10 +217,10 @@ fn event(seq: i64, turn: i64, kind: Kind, tool: Option<(&str, &str)>, text: &str
         seq,
         session_id: "w".into(),
         turn,
-        ts: format!("2026-01-01T00:00:{seq:02}Z"),
+        ts: format!("2026-01-01T00:00:{seq:02}Z").into(),
         kind,
-        tool_name: tool.map(|(name, _)| name.to_string()),
-        call_id: tool.map(|(_, id)| id.to_string()),
+        tool_name: tool.map(|(name, _)| name.into()),
+        call_id: tool.map(|(_, id)| id.into()),
         content: text.into(),
         meta: None,
     }

@@ -63,10 +63,10 @@ fn hostile_log(dir: &Path) -> PathBuf {
             seq,
             session_id: SESSION.into(),
             turn,
-            ts: ts(seq * 10),
+            ts: ts(seq * 10).into(),
             kind,
-            tool_name: tool.map(str::to_string),
-            call_id: tool.map(|_| "call\x1b[2J1".to_string()),
+            tool_name: tool.map(Into::into),
+            call_id: tool.map(|_| "call\x1b[2J1".into()),
             content: content.into(),
             meta: None,
         }
@@ -94,7 +94,7 @@ fn hostile_log(dir: &Path) -> PathBuf {
         ),
         event(0, Kind::Assistant, None, format!("read it {BIDI} {filler}")),
     ];
-    first[1].meta = Some(serde_json::json!({ "m": all() }).to_string());
+    first[1].meta = Some(serde_json::json!({ "m": all() }).to_string().into());
     w.append(&first).unwrap();
     let call = |turn: i64, last_seq: i64, at: i64| ModelCall {
         session_id: SESSION.into(),
@@ -133,13 +133,13 @@ fn hostile_log(dir: &Path) -> PathBuf {
     .unwrap();
     // A timestamp `check` cannot read: its message quotes it.
     let mut last = event(1, Kind::Assistant, None, "done".into());
-    last.ts = format!("yesterday{TITLE}");
+    last.ts = format!("yesterday{TITLE}").into();
     w.append(&[last]).unwrap();
     w.append(&[Event {
         seq: 100,
         session_id: "plain".into(),
         turn: 0,
-        ts: ts(1),
+        ts: ts(1).into(),
         kind: Kind::User,
         tool_name: None,
         call_id: None,
@@ -502,7 +502,7 @@ fn a_summarizer_that_reads_nothing_does_not_kill_ctxlens() {
             seq,
             session_id: "s".into(),
             turn,
-            ts: ts(seq),
+            ts: ts(seq).into(),
             kind: Kind::User,
             tool_name: None,
             call_id: None,

@@ -186,7 +186,8 @@ fn build_with(turns: &[Turn], knobs: &Knobs, extra: &Extra) -> LogBuilder {
         let cleared = extra.cleared.get(at % extra.cleared.len().max(1));
         if let Some(after) = cleared.copied().flatten() {
             let at = ts(seq * 10 + after);
-            b.log.events.last_mut().unwrap().meta = Some(format!(r#"{{"cleared_at":"{at}"}}"#));
+            b.log.events.last_mut().unwrap().meta =
+                Some(format!(r#"{{"cleared_at":"{at}"}}"#).into());
         }
     };
     for (t, (user, steps)) in turns.iter().enumerate() {

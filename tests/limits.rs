@@ -29,10 +29,10 @@ fn event(seq: i64, turn: i64, kind: Kind, call: Option<&str>, content: String) -
         seq,
         session_id: "s".into(),
         turn,
-        ts: ts(seq),
+        ts: ts(seq).into(),
         kind,
-        tool_name: call.map(|_| "read_file".to_string()),
-        call_id: call.map(str::to_string),
+        tool_name: call.map(|_| "read_file".into()),
+        call_id: call.map(Into::into),
         content: content.into(),
         meta: None,
     }
@@ -389,8 +389,8 @@ fn json_nested_a_hundred_thousand_levels_is_reported_not_walked() {
         event(6, 1, Kind::User, None, "again".into()),
         event(7, 1, Kind::Assistant, None, "fine".into()),
     ];
-    events[1].meta = Some(deep.clone());
-    events[4].meta = Some(deep_object);
+    events[1].meta = Some(deep.clone().into());
+    events[4].meta = Some(deep_object.into());
     let mut nested = call(1, 7, &deep);
     nested.evictions = deep.clone();
     nested.injections = deep.clone();
@@ -520,7 +520,7 @@ fn a_log_past_the_text_limit_is_refused_naming_the_row_and_the_limit() {
     let mut events = vec![event(1, 0, Kind::System, None, "system".into())];
     for i in 0..40 {
         let mut e = event(2 + i, 0, Kind::User, None, "x".repeat(10_000));
-        e.meta = Some(format!("{{\"note\":\"{}\"}}", "y".repeat(10_000)));
+        e.meta = Some(format!("{{\"note\":\"{}\"}}", "y".repeat(10_000)).into());
         events.push(e);
     }
     write(&path, None, &events, &[], &[call(0, 41, CHARS4)]);
@@ -608,7 +608,7 @@ fn many_sessions_load_through_the_index() {
         })
         .unwrap();
         events.push(Event {
-            session_id: id,
+            session_id: id.into(),
             ..event(1 + i, 0, Kind::User, None, format!("hello {i}"))
         });
     }

@@ -16,14 +16,14 @@ fn session(id: &str) -> Session {
 fn event(seq: i64, turn: i64, kind: Kind, tool: Option<(&str, &str)>, content: &str) -> Event {
     Event {
         seq,
-        session_id: "s1".to_string(),
+        session_id: "s1".to_string().into(),
         turn,
-        ts: format!("2026-01-01T00:00:{:02}Z", seq % 60),
+        ts: format!("2026-01-01T00:00:{:02}Z", seq % 60).into(),
         kind,
-        tool_name: tool.map(|(name, _)| name.to_string()),
-        call_id: tool.map(|(_, id)| id.to_string()),
+        tool_name: tool.map(|(name, _)| name.into()),
+        call_id: tool.map(|(_, id)| id.into()),
         content: content.into(),
-        meta: (kind == Kind::ToolResult).then(|| r#"{"is_error":false}"#.to_string()),
+        meta: (kind == Kind::ToolResult).then(|| r#"{"is_error":false}"#.into()),
     }
 }
 

@@ -354,7 +354,7 @@ fn prune_log(tool: &str, chars: usize, error: bool) -> (ctxlens::model::SessionL
     b.call();
     let result = b.tool(tool, &"x".repeat(chars));
     if error {
-        let meta = Some(r#"{"is_error":true}"#.to_string());
+        let meta = Some(r#"{"is_error":true}"#.to_string().into());
         let ix = b.log.index_of(result).unwrap();
         let mut events: Vec<Event> = b.log.events.clone();
         events[ix].meta = meta;

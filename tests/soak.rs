@@ -68,10 +68,10 @@ fn batch(n: u64, seq: &mut i64) -> (Vec<Event>, i64) {
                 seq: *seq,
                 session_id: SESSION.into(),
                 turn,
-                ts: ts.clone(),
+                ts: ts.clone().into(),
                 kind,
-                tool_name: call_id.as_ref().map(|_| "read_file".to_string()),
-                call_id,
+                tool_name: call_id.as_ref().map(|_| "read_file".into()),
+                call_id: call_id.map(Into::into),
                 content: content.into(),
                 meta: None,
             }

@@ -26,7 +26,7 @@ fn log_needing_summaries(dir: &Path) -> PathBuf {
             seq,
             session_id: "s".into(),
             turn,
-            ts: format!("2026-01-01T00:{:02}:{:02}Z", seq / 60, seq % 60),
+            ts: format!("2026-01-01T00:{:02}:{:02}Z", seq / 60, seq % 60).into(),
             kind,
             tool_name: None,
             call_id: None,

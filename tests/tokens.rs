@@ -11,7 +11,7 @@ fn event(seq: i64, content: String) -> Event {
         ts: "2026-01-01T00:00:00Z".into(),
         kind: Kind::ToolResult,
         tool_name: Some("t".into()),
-        call_id: Some(format!("c{seq}")),
+        call_id: Some(format!("c{seq}").into()),
         content: content.into(),
         meta: None,
     }

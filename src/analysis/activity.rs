@@ -115,7 +115,7 @@ impl Activity {
 /// The newest parseable time on the session's rows, as seconds and as written.
 fn newest_time(session: &SessionLog) -> Option<(i64, String)> {
     let times = std::iter::once(session.session.created_at.as_str())
-        .chain(session.events.iter().rev().take(1).map(|e| e.ts.as_str()))
+        .chain(session.events.iter().rev().take(1).map(|e| &*e.ts))
         .chain(session.calls.iter().rev().take(1).map(|c| c.ts.as_str()))
         .chain(session.summaries.iter().map(|s| s.created_at.as_str()));
     times

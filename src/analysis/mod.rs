@@ -57,7 +57,6 @@ impl PolicyChoice {
 /// (session, encoding), and the policy built from each distinct recorded text.
 #[derive(Default)]
 pub struct ProjectionCache {
-    tokens: TokenCache,
     counts: HashMap<(String, Encoding), Arc<Counts>>,
     /// By choice, then by the recorded policy's text (empty when the choice ignores it).
     policies: HashMap<PolicyChoice, HashMap<String, Arc<Policy>>>,
@@ -67,6 +66,8 @@ pub struct ProjectionCache {
     states: HashMap<(String, PolicyChoice), Walked>,
     /// Counts made here carry no calibration: this cache fits it.
     raw: bool,
+    /// The cache whose counts carry no calibration, kept for the next fit.
+    uncalibrated: Option<Box<ProjectionCache>>,
     /// Ticked once per call projected by [`each_call`] (replay's progress bar).
     pub progress: Option<indicatif::ProgressBar>,
 }
@@ -77,15 +78,19 @@ type Walked = (usize, Vec<(i64, State)>);
 impl ProjectionCache {
     pub fn counts(&mut self, session: &SessionLog, encoding: Encoding) -> Arc<Counts> {
         let key = (session.id().to_string(), encoding);
-        // A log being followed grows: counts made before are rebuilt (the
-        // token cache still has every event counted so far).
-        if let Some(counts) = self.counts.get(&key)
+        // A log being followed grows: counts made before grow with it.
+        let made = self.counts.get(&key);
+        if let Some(counts) = made
             && counts.events.len() == session.events.len()
             && counts.summaries.len() == session.summaries.len()
         {
             return Arc::clone(counts);
         }
-        let mut counts = Counts::new(session, encoding, &mut self.tokens);
+        let tokens = &mut TokenCache::new();
+        let mut counts = match made {
+            Some(made) if made.events.len() <= session.events.len() => made.grown(session, tokens),
+            _ => Counts::new(session, encoding, tokens),
+        };
         if !self.raw {
             counts.calibration = calibrate::lines(session, encoding, self);
         }
@@ -99,21 +104,23 @@ impl ProjectionCache {
         ProjectionCache {
             counts: self.counts.clone(),
             raw: self.raw,
+            uncalibrated: self.uncalibrated.as_ref().map(|raw| Box::new(raw.fork())),
             ..ProjectionCache::default()
         }
     }
 
-    /// Runs `f` with a cache of its own whose counts carry no calibration
-    /// (the token counts made so far are shared), to fit calibration from
-    /// the recorded contexts as estimated.
+    /// Runs `f` with a cache of its own (kept for the next time) whose
+    /// counts carry no calibration, to fit calibration from the recorded
+    /// contexts as estimated.
     pub fn uncalibrated<T>(&mut self, f: impl FnOnce(&mut ProjectionCache) -> T) -> T {
-        let mut raw = ProjectionCache {
-            tokens: std::mem::take(&mut self.tokens),
-            raw: true,
-            ..ProjectionCache::default()
-        };
+        let mut raw = self.uncalibrated.take().unwrap_or_else(|| {
+            Box::new(ProjectionCache {
+                raw: true,
+                ..ProjectionCache::default()
+            })
+        });
         let out = f(&mut raw);
-        self.tokens = raw.tokens;
+        self.uncalibrated = Some(raw);
         out
     }
 

@@ -131,11 +131,41 @@ pub fn replay(
     }
 }
 
+/// Every call of session `id` replayed as the inspector's strip shows it:
+/// the counts of differences kept, their lists let go call by call, so the
+/// strip of a long session weighs a few hundred bytes a call.
+pub fn strip(
+    log: &Log,
+    id: &str,
+    choice: &PolicyChoice,
+    cache: &mut ProjectionCache,
+) -> Vec<CallReplay> {
+    let mut calls = Vec::new();
+    if let Some(session) = log.session(id) {
+        replay_each(session, choice, cache, |mut call| {
+            call.differences = Vec::new();
+            calls.push(call);
+        });
+    }
+    calls.sort_by_key(|c| c.call);
+    calls
+}
+
 pub fn replay_session(
     session: &SessionLog,
     choice: &PolicyChoice,
     cache: &mut ProjectionCache,
     out: &mut Vec<CallReplay>,
+) {
+    replay_each(session, choice, cache, |call| out.push(call));
+}
+
+/// Each call of `session` replayed, handed to `out` in log order.
+fn replay_each(
+    session: &SessionLog,
+    choice: &PolicyChoice,
+    cache: &mut ProjectionCache,
+    mut out: impl FnMut(CallReplay),
 ) {
     let calibration = calibrate::session(session, cache);
     // The policy of each recorded call, to render its projection's text.
@@ -184,7 +214,7 @@ pub fn replay_session(
                 no_progress: false,
             },
         };
-        out.push(replayed);
+        out(replayed);
         ControlFlow::Continue(())
     });
 }

@@ -51,13 +51,31 @@ type Altered = HashMap<(usize, Option<Cut>), Option<u32>>;
 impl Counts {
     /// Counts every event and summary of `session`, through the cache.
     pub fn new(session: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> Counts {
+        Counts::after(session, encoding, cache, &[])
+    }
+
+    /// The counts of `session` grown since these were made (the log is
+    /// only appended to): the events counted before are not counted again.
+    pub fn grown(&self, session: &SessionLog, cache: &mut TokenCache) -> Counts {
+        Counts::after(session, self.encoding, cache, &self.events)
+    }
+
+    /// `new`, with the tokens of the first events already `known`.
+    fn after(
+        session: &SessionLog,
+        encoding: Encoding,
+        cache: &mut TokenCache,
+        known: &[u32],
+    ) -> Counts {
         let texts: Vec<&Text> = session.events.iter().map(|e| &e.content).collect();
         let summaries: Vec<&str> = session
             .summaries
             .iter()
             .map(|s| s.content.as_str())
             .collect();
-        let events = cache.count_texts(encoding, &texts);
+        let known = &known[..known.len().min(texts.len())];
+        let mut events = known.to_vec();
+        events.extend(cache.count_texts(encoding, &texts[known.len()..]));
         let raw_before = std::iter::once(0)
             .chain(events.iter().scan(0u64, |sum, &n| {
                 *sum += u64::from(n);

@@ -147,8 +147,8 @@ impl Projected<'_> {
                         role: e.kind.role(),
                         kind: e.kind.as_str(),
                         seqs: vec![e.seq],
-                        call_id: e.call_id.clone(),
-                        tool: e.tool_name.clone(),
+                        call_id: e.call_id.as_deref().map(str::to_string),
+                        tool: e.tool_name.as_deref().map(str::to_string),
                         status: if recorded {
                             "recorded"
                         } else {
@@ -171,8 +171,8 @@ impl Projected<'_> {
                         } else {
                             Vec::new()
                         },
-                        call_id: e.call_id.clone(),
-                        tool: e.tool_name.clone(),
+                        call_id: e.call_id.as_deref().map(str::to_string),
+                        tool: e.tool_name.as_deref().map(str::to_string),
                         status: "recorded",
                         summary_version: self.summary().filter(|_| summary).map(|s| s.version),
                         tokens,

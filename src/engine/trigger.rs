@@ -19,7 +19,7 @@ pub fn fired(ctx: &Context, budget: &Budget, policy: &Policy, state: &State) -> 
         let last = state
             .last_fired_ts
             .as_deref()
-            .or(ctx.events.first().map(|e| e.ts.as_str()))
+            .or(ctx.events.first().map(|e| &*e.ts))
             .and_then(seconds)?;
         Some(now - last)
     };

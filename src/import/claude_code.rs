@@ -279,7 +279,9 @@ fn read_session(
                     // When the host cleared each result, for the claude-code preset.
                     for event in draft.events.iter_mut().filter(|e| {
                         e.kind == Kind::ToolResult
-                            && e.call_id.as_ref().is_some_and(|c| ids.contains(c))
+                            && e.call_id
+                                .as_deref()
+                                .is_some_and(|c| ids.iter().any(|i| i == c))
                     }) {
                         let mut meta: serde_json::Map<String, Value> = event
                             .meta
@@ -287,7 +289,7 @@ fn read_session(
                             .and_then(|m| serde_json::from_str(m).ok())
                             .unwrap_or_default();
                         meta.insert("cleared_at".into(), json!(ts));
-                        event.meta = Some(Value::Object(meta).to_string());
+                        event.meta = Some(Value::Object(meta).to_string().into());
                     }
                     micro.extend(ids);
                 }
@@ -321,7 +323,11 @@ fn add_micro_evictions(draft: &mut Draft, ids: &[String]) {
         .map(|e| json!({"seq": e.seq, "action": e.action, "reducer": e.reducer}))
         .collect();
     for (i, e) in draft.events.iter().enumerate().take(last as usize) {
-        if e.kind == Kind::ToolResult && e.call_id.as_ref().is_some_and(|c| ids.contains(c)) {
+        if e.kind == Kind::ToolResult
+            && e.call_id
+                .as_deref()
+                .is_some_and(|c| ids.iter().any(|i| i == c))
+        {
             evictions.push(json!({"seq": i + 1, "action": "stubbed", "reducer": "microcompact"}));
         }
     }

@@ -452,14 +452,14 @@ impl Draft {
         }
         self.events.push(Event {
             seq: 0,
-            session_id: self.session.id.clone(),
+            session_id: self.session.id.as_str().into(),
             turn: self.turn,
-            ts: ts.to_string(),
+            ts: ts.into(),
             kind,
-            tool_name: extra.tool,
-            call_id: extra.call_id,
+            tool_name: extra.tool.map(Into::into),
+            call_id: extra.call_id.map(Into::into),
             content: content.into(),
-            meta: extra.meta.map(|m| m.to_string()),
+            meta: extra.meta.map(|m| m.to_string().into()),
         });
         if self.session.title.is_none() && kind == Kind::User {
             let title: String = self
@@ -683,7 +683,7 @@ impl Draft {
                 .and_then(|m| serde_json::from_str(m).ok())
                 .unwrap_or_default();
             meta.insert("unmapped".into(), Value::Array(items));
-            event.meta = Some(Value::Object(meta).to_string());
+            event.meta = Some(Value::Object(meta).to_string().into());
             return;
         }
         let names: Vec<&str> = items

@@ -1,7 +1,7 @@
 //! Reading a log: read-only, tolerant of a writer appending beside it, and
 //! able to load only what is new since the last load.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -223,16 +223,12 @@ impl Store {
             tx.query_row("SELECT max(rowid) FROM events", [], |r| r.get(0))?;
         if let Some(newest) = newest.filter(|&n| self.cursor.event_rowid < Some(n)) {
             let from = self.cursor.event_rowid.unwrap_or(i64::MIN);
-            let (parts, notes) = self.read_events(&tx, from, newest, budget)?;
-            changes.events = parts.iter().map(Vec::len).sum();
-            log.notes.extend(notes);
-            reserve_events(log, &parts);
-            // Part by part, so each is freed once moved.
-            for part in parts {
-                for event in part {
-                    push_event(log, event);
-                }
-            }
+            reserve_events(&tx, log, from, newest)?;
+            let before = log.event_count();
+            let (unknown, unlisted) = self.read_events(&tx, log, from, newest, budget)?;
+            log.notes.extend(unknown);
+            log.notes.extend(unlisted);
+            changes.events = log.event_count() - before;
             self.cursor.event_rowid = Some(newest);
         }
 
@@ -303,32 +299,46 @@ impl Store {
     /// range is split between this connection and a second one on another
     /// thread: rows up to `upto` are committed and never change (the log is
     /// append-only), so both see the same rows.
+    /// The first half goes straight into `log` while the second is read
+    /// aside, then added: only half the events are ever held twice. Returns
+    /// the notes of unknown kinds, and of sessions not in the sessions table.
     fn read_events(
         &self,
         conn: &Connection,
+        log: &mut Log,
         after: i64,
         upto: i64,
         budget: &Budget,
-    ) -> Result<(Vec<Vec<Event>>, Vec<LoadNote>), ReadError> {
+    ) -> Result<(Vec<LoadNote>, Vec<LoadNote>), ReadError> {
         const SPLIT_ABOVE: i64 = 20_000;
         let span = upto.saturating_sub(after.max(0));
+        let mut unlisted = Vec::new();
         if span < SPLIT_ABOVE {
-            let (events, notes) = read_event_range(conn, &self.texts, after, upto, budget)?;
-            return Ok((vec![events], notes));
+            let unknown = read_event_range(conn, &self.texts, after, upto, budget, |e| {
+                push_event(log, &mut unlisted, e)
+            })?;
+            return Ok((unknown, unlisted));
         }
         let middle = upto - span / 2;
         let helper = open_read_only(&self.path).map_err(ReadError::Log)?;
+        let mut aside =
+            Vec::with_capacity(usize::try_from(upto - middle).unwrap_or(0).min(1 << 22));
         let (first, second) = std::thread::scope(|scope| {
-            let texts = &self.texts;
-            let second =
-                scope.spawn(move || read_event_range(&helper, texts, middle, upto, budget));
-            let first = read_event_range(conn, &self.texts, after, middle, budget);
+            let (texts, aside) = (&self.texts, &mut aside);
+            let second = scope.spawn(move || {
+                read_event_range(&helper, texts, middle, upto, budget, |e| aside.push(e))
+            });
+            let first = read_event_range(conn, &self.texts, after, middle, budget, |e| {
+                push_event(log, &mut unlisted, e)
+            });
             (first, second.join())
         });
-        let (events, mut notes) = first?;
-        let (more, more_notes) = second.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-        notes.extend(more_notes);
-        Ok((vec![events, more], notes))
+        let mut unknown = first?;
+        unknown.extend(second.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?);
+        for event in aside {
+            push_event(log, &mut unlisted, event);
+        }
+        Ok((unknown, unlisted))
     }
 
     /// SQLite's `data_version`: changes when another connection commits.
@@ -353,52 +363,61 @@ fn open_read_only(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
-/// The events with rowid in (after, upto], and a note for each unknown kind.
-/// Each event's text is measured as it passes and left in the file, to be
-/// read back through `texts` when wanted.
+/// Hands `push` the events with rowid in (after, upto], in rowid order;
+/// returns a note for each unknown kind. Each event's text is measured as it
+/// passes and left in the file, to be read back through `texts` when wanted.
 fn read_event_range(
     conn: &Connection,
     texts: &Arc<Texts>,
     after: i64,
     upto: i64,
     budget: &Budget,
-) -> Result<(Vec<Event>, Vec<LoadNote>), ReadError> {
+    mut push: impl FnMut(Event),
+) -> Result<Vec<LoadNote>, ReadError> {
     let mut stmt = conn.prepare(
         "SELECT seq, session_id, turn, ts, kind, tool_name, call_id, content, meta, rowid
          FROM events WHERE rowid > ?1 AND rowid <= ?2 ORDER BY rowid",
     )?;
     let mut rows = stmt.query([after, upto])?;
-    // Rowids are dense in a log that is only appended to: room for all at once.
-    let room = usize::try_from(upto.saturating_sub(after.max(0))).map_or(0, |n| n.min(1 << 20));
-    let (mut events, mut notes) = (Vec::with_capacity(room), Vec::new());
+    let mut notes = Vec::new();
     let source: Arc<dyn TextSource> = texts.clone();
+    // Session and tool names, one copy each, shared by the events naming them.
+    let mut names: HashSet<Arc<str>> = HashSet::new();
+    let mut name = |text: &str| -> Arc<str> {
+        if let Some(known) = names.get(text) {
+            return Arc::clone(known);
+        }
+        let new: Arc<str> = text.into();
+        names.insert(Arc::clone(&new));
+        new
+    };
     while let Some(row) = rows.next()? {
         let kind_text = row.get_ref(4)?.as_str()?;
         let kind = Kind::parse(kind_text);
         let event = Event {
             seq: row.get(0)?,
-            session_id: row.get(1)?,
+            session_id: name(row.get_ref(1)?.as_str()?),
             turn: row.get(2)?,
             ts: row.get(3)?,
             kind,
-            tool_name: row.get(5)?,
+            tool_name: row.get_ref(5)?.as_str_or_null()?.map(&mut name),
             call_id: row.get(6)?,
             content: Text::stored(source.clone(), row.get(9)?, row.get_ref(7)?.as_str()?),
             meta: row.get(8)?,
         };
-        if !budget.take(event.meta.as_ref().map_or(0, String::len)) {
+        if !budget.take(event.meta.as_ref().map_or(0, |m| m.len())) {
             return Err(ReadError::TooLarge(format!("seq {}", event.seq)));
         }
         if kind == Kind::Unknown {
             notes.push(LoadNote {
-                session_id: event.session_id.clone(),
+                session_id: event.session_id.to_string(),
                 seq: Some(event.seq),
                 message: format!("unknown event kind '{}'", row.get_ref(4)?.as_str()?),
             });
         }
-        events.push(event);
+        push(event);
     }
-    Ok((events, notes))
+    Ok(notes)
 }
 
 /// Events' texts, read back from the log by rowid. Each thread reading
@@ -476,24 +495,31 @@ impl TextSource for Texts {
     }
 }
 
-/// Makes room in each session for its events among `parts`, so that its
-/// list is not grown (and copied) again and again while they are pushed.
-fn reserve_events(log: &mut Log, parts: &[Vec<Event>]) {
-    let mut counts: std::collections::HashMap<&str, usize> = Default::default();
-    for event in parts.iter().flatten() {
-        *counts.entry(&event.session_id).or_default() += 1;
-    }
-    for (id, n) in counts {
-        if log.position(id).is_some() {
-            log.session_mut(id).events.reserve_exact(n);
+/// Makes room in each session for its events with rowid in (after, upto],
+/// so that its list is not grown (and copied) again and again as they come.
+fn reserve_events(conn: &Connection, log: &mut Log, after: i64, upto: i64) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare(
+        "SELECT session_id, count(*) FROM events WHERE rowid > ?1 AND rowid <= ?2 GROUP BY session_id",
+    )?;
+    let mut rows = stmt.query([after, upto])?;
+    while let Some(row) = rows.next()? {
+        let (Ok(id), Ok(n)) = (row.get_ref(0)?.as_str(), row.get::<_, i64>(1)) else {
+            continue;
+        };
+        if let Some(ix) = log.position(id) {
+            log.sessions[ix]
+                .events
+                .reserve_exact(usize::try_from(n).unwrap_or(0));
         }
     }
+    Ok(())
 }
 
-fn push_event(log: &mut Log, event: Event) {
+/// Adds `event` to its session, noting in `unlisted` a session first seen so.
+fn push_event(log: &mut Log, unlisted: &mut Vec<LoadNote>, event: Event) {
     if log.position(&event.session_id).is_none() {
-        log.notes.push(LoadNote {
-            session_id: event.session_id.clone(),
+        unlisted.push(LoadNote {
+            session_id: event.session_id.to_string(),
             seq: Some(event.seq),
             message: format!(
                 "session '{}' is not in the sessions table",

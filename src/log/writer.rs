@@ -180,7 +180,7 @@ impl Writer {
         let mut last_seq = self.last_seq;
         let mut touched: HashMap<&str, SessionState> = HashMap::new();
         for event in events {
-            let Some(known) = self.sessions.get(&event.session_id) else {
+            let Some(known) = self.sessions.get(&*event.session_id) else {
                 return self.refuse(format!(
                     "seq {}: session '{}' was never added",
                     event.seq, event.session_id
@@ -196,8 +196,8 @@ impl Writer {
             state.last_turn = event.turn;
             state.written = true;
             match (event.kind, &event.call_id) {
-                (Kind::ToolCall, Some(id)) => state.calls.insert(id.clone()),
-                (Kind::ToolResult, Some(id)) => state.answered.insert(id.clone()),
+                (Kind::ToolCall, Some(id)) => state.calls.insert(id.to_string()),
+                (Kind::ToolResult, Some(id)) => state.answered.insert(id.to_string()),
                 _ => false,
             };
         }

@@ -143,7 +143,7 @@ impl Text {
     }
 
     /// `f` of each of `texts` (with its position), made on all cores: the
-    /// stored texts read back [`BATCH_BYTES`] at a time, and let go after.
+    /// stored texts read back [`READ_BATCH_BYTES`] at a time, and let go after.
     pub fn par_map<T: Send>(texts: &[&Text], f: impl Fn(usize, &str) -> T + Sync) -> Vec<T> {
         let mut out = Vec::with_capacity(texts.len());
         let mut start = 0;
@@ -153,7 +153,7 @@ impl Text {
                 .iter()
                 .position(|t| {
                     bytes += t.len();
-                    bytes > BATCH_BYTES
+                    bytes > READ_BATCH_BYTES
                 })
                 .map_or(texts.len(), |n| start + n.max(1));
             let mut batch: Vec<Option<Cow<str>>> = vec![None; end - start];
@@ -224,8 +224,9 @@ impl Stored {
     }
 }
 
-/// The most text read back from a log at once by [`Text::par_map`].
-pub const BATCH_BYTES: usize = 32 << 20;
+/// The most text read back from a log at once (by [`Text::par_map`], and
+/// to be counted): enough to keep every core busy, little beside the model.
+pub const READ_BATCH_BYTES: usize = 4 << 20;
 
 fn saturate(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::analysis::cost::{self, CallCost, Prices, SessionCost};
-use crate::analysis::replay::{CallReplay, compare, record_messages, replay};
+use crate::analysis::replay::{CallReplay, compare, record_messages, strip};
 use crate::analysis::why::{Fact, Trace, trace_with};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::engine::{At, CallError, ItemRef, PreTrim, Slot, Span, Stand, sent_text};
@@ -311,7 +311,7 @@ pub struct MetricsJob {
 impl MetricsJob {
     /// Replays the session; the cache is the worker's own, kept between jobs.
     pub fn run(&self, cache: &mut ProjectionCache) -> Vec<CallReplay> {
-        replay(&self.log, Some(&self.session), &self.choice, cache).calls
+        strip(&self.log, &self.session, &self.choice, cache)
     }
 }
 
@@ -558,7 +558,7 @@ impl App {
         let log = Arc::clone(&self.log);
         let id = log.sessions[self.session].id().to_string();
         let recorded = PolicyChoice::default();
-        self.recorded_metrics = replay(&log, Some(&id), &recorded, &mut self.cache).calls;
+        self.recorded_metrics = strip(&log, &id, &recorded, &mut self.cache);
     }
 
     /// Replays the session's calls for the metrics strip.
@@ -582,7 +582,7 @@ impl App {
                 return;
             }
         }
-        self.metrics = replay(&log, Some(&session), &self.choice, &mut self.cache).calls;
+        self.metrics = strip(&log, &session, &self.choice, &mut self.cache);
         self.price();
     }
 

@@ -44,10 +44,10 @@ impl LogBuilder {
             seq,
             session_id: "s".into(),
             turn: self.turn,
-            ts: ts(seq * 10),
+            ts: ts(seq * 10).into(),
             kind,
-            tool_name: tool.map(|(t, _)| t.to_string()),
-            call_id: tool.map(|(_, id)| id.to_string()),
+            tool_name: tool.map(|(t, _)| t.into()),
+            call_id: tool.map(|(_, id)| id.into()),
             content: content.into(),
             meta: None,
         });

@@ -144,7 +144,7 @@ fn compactable(event: &Event, c: &ClaudeCode) -> bool {
         && event
             .tool_name
             .as_ref()
-            .is_some_and(|t| c.compactable_tools.contains(t))
+            .is_some_and(|t| c.compactable_tools.iter().any(|c| **c == **t))
 }
 
 /// Clears every compactable tool result but the newest `keep_recent`.

@@ -121,7 +121,7 @@ pub fn project<'a>(
         prune(&ctx, o, state, fired);
     }
     if let Some(ix) = follow_marker(&ctx, state, policy, fired, carry.seen) {
-        state.auto = is_auto(&ctx.events[ix].meta);
+        state.auto = is_auto(ctx.events[ix].meta.as_deref());
     } else if overflowed(&ctx, budget, policy, state)
         && let Some(span) = compacted_span(&ctx, policy)
         && state.split.is_none_or(|old| old.to_seq < span.to_seq)
@@ -209,9 +209,8 @@ fn own(hook: &str, content: &str) -> Injection {
 }
 
 /// Whether a marker event says it was queued automatically (`meta.auto`).
-fn is_auto(meta: &Option<String>) -> bool {
-    meta.as_deref()
-        .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+fn is_auto(meta: Option<&str>) -> bool {
+    meta.and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
         .and_then(|v| v.get("auto").and_then(|a| a.as_bool()))
         .unwrap_or(false)
 }
@@ -326,16 +325,16 @@ fn prune(ctx: &Context, o: &Opencode, state: &mut State, fired: &mut Vec<&'stati
         }
         if matches!(event.kind, Kind::User | Kind::Compaction) {
             // One message's parts share its time.
-            if last_user_ts != Some(event.ts.as_str()) {
+            if last_user_ts != Some(&*event.ts) {
                 users += 1;
-                last_user_ts = Some(event.ts.as_str());
+                last_user_ts = Some(&*event.ts);
             }
             continue;
         }
         let protected = event
             .tool_name
             .as_ref()
-            .is_some_and(|t| o.protected_tools.contains(t));
+            .is_some_and(|t| o.protected_tools.iter().any(|p| **p == **t));
         if users < o.protect_turns || event.kind != Kind::ToolResult || protected || is_error(event)
         {
             continue;
