@@ -86,8 +86,10 @@ fn edit(c: &mut Criterion) {
             )
         });
     }
+    // The app's cache once its counts are made, as the app forks it for each job.
     let mut cache = ProjectionCache::default();
     let session = log.sessions[0].id().to_string();
+    ctxlens::analysis::replay::strip(&log, &session, &PolicyChoice::default(), &mut cache);
     let mut turns = 2;
     group.bench_function("replay every call for the strip", |b| {
         b.iter(|| {
@@ -101,8 +103,9 @@ fn edit(c: &mut Criterion) {
                     sets: vec![format!("tool_results.keep_turns={turns}")],
                     ..PolicyChoice::default()
                 },
+                cache: cache.fork(),
             };
-            job.run(&mut cache)
+            job.run()
         })
     });
     group.finish();

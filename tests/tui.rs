@@ -379,10 +379,11 @@ fn with_a_worker_only_the_newest_replay_is_kept() {
         .unwrap();
     let queued: Vec<_> = jobs.try_iter().collect();
     assert_eq!(queued.len(), 2, "each edit asks for a replay");
-    let mut cache = ctxlens::analysis::ProjectionCache::default();
-    let (old, new) = (&queued[0], &queued[1]);
+    let mut queued = queued.into_iter();
+    let (old, new) = (queued.next().unwrap(), queued.next().unwrap());
+    let (old_generation, new_generation) = (old.generation, new.generation);
     // The older answer arriving late is ignored; the newest is shown.
-    app.receive_metrics(old.generation, old.run(&mut cache));
+    app.receive_metrics(old_generation, old.run());
     assert_eq!(app.metrics.len(), before.len());
     assert_eq!(
         app.metrics
@@ -391,8 +392,8 @@ fn with_a_worker_only_the_newest_replay_is_kept() {
             .collect::<Vec<_>>(),
         before.iter().map(|m| m.total_tokens).collect::<Vec<_>>()
     );
-    let newest = new.run(&mut cache);
-    app.receive_metrics(new.generation, newest.clone());
+    let newest = new.run();
+    app.receive_metrics(new_generation, newest.clone());
     assert_eq!(
         app.metrics
             .iter()

@@ -449,10 +449,12 @@ pub fn reason(session: &SessionLog, slots: &[Slot], ix: usize, mut at: At) -> St
 /// come; what the pins change is kept in `carry` to take off at the next call.
 fn pin(ctx: &mut Context, pins: &crate::policy::Pin, carry: &mut Carry) {
     let n = ctx.events.len();
-    let new = carry.seen.min(n)..n;
-    carry
-        .held
-        .extend(new.filter(|&ix| pins.holds(&ctx.events[ix])));
+    let from = carry.seen.min(n);
+    carry.held.extend(
+        pins.held(&ctx.events[from..])
+            .into_iter()
+            .map(|at| from + at),
+    );
     for &held in &carry.held {
         let pair = ctx.session.partner_of(held).filter(|&p| p < n);
         for ix in std::iter::once(held).chain(pair) {

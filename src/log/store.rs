@@ -440,7 +440,13 @@ impl Texts {
         let taken = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let conn = match taken {
             Some(conn) => conn,
-            None => open_read_only(&self.path).map_err(|e| e.to_string())?,
+            None => {
+                let conn = open_read_only(&self.path).map_err(|e| e.to_string())?;
+                // Texts are read in passes, not again and again: a small page cache.
+                conn.pragma_update(None, "cache_size", -256)
+                    .map_err(|e| e.to_string())?;
+                conn
+            }
         };
         let out = f(&conn).map_err(|e| e.to_string());
         if let Ok(mut idle) = self.idle.lock() {

@@ -236,15 +236,28 @@ pub struct Pin {
 }
 
 impl Pin {
-    /// Whether `event` is pinned.
-    pub fn holds(&self, event: &crate::model::Event) -> bool {
-        self.seqs.contains(&event.seq)
-            || (!self.text.is_empty() && {
-                let lower = event.content.get().to_lowercase();
-                self.text
-                    .iter()
-                    .any(|t| !t.is_empty() && lower.contains(&t.to_lowercase()))
-            })
+    /// The positions in `events` of those pinned, their texts (where a pin
+    /// names text) read in one pass on all cores.
+    pub fn held(&self, events: &[crate::model::Event]) -> Vec<usize> {
+        let texts: Vec<String> = self
+            .text
+            .iter()
+            .filter(|t| !t.is_empty())
+            .map(|t| t.to_lowercase())
+            .collect();
+        if texts.is_empty() {
+            return (0..events.len())
+                .filter(|&ix| self.seqs.contains(&events[ix].seq))
+                .collect();
+        }
+        let contents: Vec<&crate::model::Text> = events.iter().map(|e| &e.content).collect();
+        let holds = crate::model::Text::par_map(&contents, |ix, content| {
+            self.seqs.contains(&events[ix].seq) || {
+                let lower = content.to_lowercase();
+                texts.iter().any(|t| lower.contains(t.as_str()))
+            }
+        });
+        (0..holds.len()).filter(|&ix| holds[ix]).collect()
     }
 
     pub fn is_empty(&self) -> bool {

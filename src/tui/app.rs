@@ -306,12 +306,14 @@ pub struct MetricsJob {
     pub log: Arc<Log>,
     pub session: String,
     pub choice: PolicyChoice,
+    /// The app's cache, forked: the token counts made already, shared.
+    pub cache: ProjectionCache,
 }
 
 impl MetricsJob {
-    /// Replays the session; the cache is the worker's own, kept between jobs.
-    pub fn run(&self, cache: &mut ProjectionCache) -> Vec<CallReplay> {
-        strip(&self.log, &self.session, &self.choice, cache)
+    /// Replays the session.
+    pub fn run(mut self) -> Vec<CallReplay> {
+        strip(&self.log, &self.session, &self.choice, &mut self.cache)
     }
 }
 
@@ -577,6 +579,7 @@ impl App {
                 log: Arc::clone(&log),
                 session: session.clone(),
                 choice: self.choice.clone(),
+                cache: self.cache.fork(),
             };
             if worker.send(job).is_ok() {
                 return;

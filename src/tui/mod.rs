@@ -256,11 +256,11 @@ fn count_off_the_input_path(app: &App, tx: mpsc::Sender<Msg>) {
 fn spawn_worker(tx: mpsc::Sender<Msg>) -> mpsc::Sender<app::MetricsJob> {
     let (jobs, queue) = mpsc::channel::<app::MetricsJob>();
     std::thread::spawn(move || {
-        let mut cache = crate::analysis::ProjectionCache::default();
         while let Ok(first) = queue.recv() {
             let job = queue.try_iter().last().unwrap_or(first);
-            let metrics = job.run(&mut cache);
-            if tx.send(Msg::Metrics(job.generation, metrics)).is_err() {
+            let generation = job.generation;
+            let metrics = job.run();
+            if tx.send(Msg::Metrics(generation, metrics)).is_err() {
                 break;
             }
         }
