@@ -233,23 +233,34 @@ impl TokenCache {
         bytes: &[usize],
         read: impl Fn(&[usize]) -> Vec<(usize, Cow<'t, str>)>,
     ) -> Vec<u32> {
-        let mut seen = HashSet::with_hasher(FixedState::default());
-        let mut missing: Vec<usize> = (0..hashes.len())
-            .filter(|&i| {
-                !self.counts.contains_key(&(encoding, hashes[i])) && seen.insert(hashes[i])
-            })
+        // Known here, else known to the persistent cache: looked up in a
+        // list, not gathered into this cache's map (a log's worth of them
+        // would be held twice while its counts are made).
+        let mut known: Vec<Option<u32>> = hashes
+            .iter()
+            .map(|h| self.counts.get(&(encoding, *h)).copied())
             .collect();
-        if !missing.is_empty() {
-            let wanted: Vec<Hash> = missing.iter().map(|&i| hashes[i]).collect();
+        let unknown: Vec<usize> = (0..hashes.len()).filter(|&i| known[i].is_none()).collect();
+        if !unknown.is_empty() {
+            // Each hash once, in order: the cache's index is walked forwards.
+            let mut wanted: Vec<Hash> = unknown.iter().map(|&i| hashes[i]).collect();
+            wanted.sort_unstable();
+            wanted.dedup();
             if let Some(found) = with_store(|store| store.get(encoding, &wanted)) {
-                for (&i, tokens) in missing.iter().zip(found) {
-                    if let Some(tokens) = tokens {
-                        self.counts.insert((encoding, hashes[i]), tokens);
+                for &i in &unknown {
+                    if let Ok(at) = wanted.binary_search(&hashes[i]) {
+                        known[i] = found[at];
                     }
                 }
-                missing.retain(|&i| !self.counts.contains_key(&(encoding, hashes[i])));
             }
         }
+        // What neither knows, each distinct text once.
+        let mut seen = HashSet::with_hasher(FixedState::default());
+        let missing: Vec<usize> = unknown
+            .into_iter()
+            .filter(|&i| known[i].is_none() && seen.insert(hashes[i]))
+            .collect();
+        drop(seen);
         let total: usize = missing.iter().map(|&i| bytes[i]).sum();
         let progress = progress_bar(total as u64, encoding);
         let mut rest = &missing[..];
@@ -280,9 +291,14 @@ impl TokenCache {
             );
         }
         progress.finish_and_clear();
-        hashes
-            .iter()
-            .map(|h| self.counts.get(&(encoding, *h)).copied().unwrap_or(0))
+        known
+            .into_iter()
+            .zip(hashes)
+            .map(|(known, h)| {
+                known
+                    .or_else(|| self.counts.get(&(encoding, *h)).copied())
+                    .unwrap_or(0)
+            })
             .collect()
     }
 
