@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 mod text;
-pub use text::{Measure, READ_BATCH_BYTES, Source as TextSource, Text};
+pub use text::{Measure, READ_BATCH_BYTES, Source as TextSource, Text, batch_len};
 
 /// The kind of an event (docs/contract.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -19,7 +19,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Event, READ_BATCH_BYTES, Text};
+use crate::model::{Event, Text, batch_len};
 use store::Store;
 
 /// A tokenizer a policy can name (`budget.encoding`).
@@ -225,7 +225,7 @@ impl TokenCache {
 
     /// The counts of the texts with `hashes` (and lengths `bytes`): those
     /// not known are counted from the texts `read` gives for their
-    /// positions, at most [`READ_BATCH_BYTES`] of text at a time.
+    /// positions, at most [`crate::model::READ_BATCH_BYTES`] of text at a time.
     fn count_hashed<'t>(
         &mut self,
         encoding: Encoding,
@@ -265,14 +265,7 @@ impl TokenCache {
         let progress = progress_bar(total as u64, encoding);
         let mut rest = &missing[..];
         while !rest.is_empty() {
-            let mut taken = 0;
-            let end = rest
-                .iter()
-                .position(|&i| {
-                    taken += bytes[i];
-                    taken > READ_BATCH_BYTES
-                })
-                .map_or(rest.len(), |at| at.max(1));
+            let end = batch_len(rest.iter().map(|&i| bytes[i]));
             let (batch, after) = rest.split_at(end);
             rest = after;
             let counted: Vec<(Hash, u32)> = read(batch)
@@ -360,7 +353,7 @@ fn with_store<T>(f: impl FnOnce(&Store) -> rusqlite::Result<T>) -> Option<T> {
     None
 }
 
-fn saturate(n: usize) -> u32 {
+pub(crate) fn saturate(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 

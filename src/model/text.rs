@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::tokens::{self, Hash};
+use crate::tokens::{self, Hash, saturate};
 
 /// Where stored texts are read back from: a log file opened read-only.
 pub trait Source: Send + Sync {
@@ -148,14 +148,7 @@ impl Text {
         let mut out = Vec::with_capacity(texts.len());
         let mut start = 0;
         while start < texts.len() {
-            let mut bytes = 0;
-            let end = texts[start..]
-                .iter()
-                .position(|t| {
-                    bytes += t.len();
-                    bytes > READ_BATCH_BYTES
-                })
-                .map_or(texts.len(), |n| start + n.max(1));
+            let end = start + batch_len(texts[start..].iter().map(|t| t.len()));
             let mut batch: Vec<Option<Cow<str>>> = vec![None; end - start];
             Text::each(texts[start..end].iter().copied(), |at, text| {
                 batch[at] = Some(text)
@@ -228,8 +221,19 @@ impl Stored {
 /// to be counted): enough to keep every core busy, little beside the model.
 pub const READ_BATCH_BYTES: usize = 4 << 20;
 
-fn saturate(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
+/// How many of the texts of lengths `bytes` (taken from the front) make
+/// one batch to read back: at most [`READ_BATCH_BYTES`], and at least one.
+pub fn batch_len(bytes: impl IntoIterator<Item = usize>) -> usize {
+    let mut taken = 0;
+    let mut n = 0;
+    for len in bytes {
+        taken += len;
+        if taken > READ_BATCH_BYTES && n > 0 {
+            break;
+        }
+        n += 1;
+    }
+    n
 }
 
 impl From<String> for Text {
