@@ -246,7 +246,12 @@ impl TokenCache {
             let mut wanted: Vec<Hash> = unknown.iter().map(|&i| hashes[i]).collect();
             wanted.sort_unstable();
             wanted.dedup();
-            if let Some(found) = with_store(|store| store.get(encoding, &wanted)) {
+            let found = with_store(|store| {
+                let found = store.get(encoding, &wanted)?;
+                store.shrink()?;
+                Ok(found)
+            });
+            if let Some(found) = found {
                 for &i in &unknown {
                     if let Ok(at) = wanted.binary_search(&hashes[i]) {
                         known[i] = found[at];

@@ -597,7 +597,7 @@ fn ampersand_filters_the_history_by_kind_tool_and_status() {
         .rows
         .iter()
         .filter_map(|r| match r {
-            ctxlens::tui::app::HistoryRow::Event(ix) => Some(*ix),
+            ctxlens::tui::app::HistoryRow::Event(ix) => Some(*ix as usize),
             _ => None,
         })
         .collect();

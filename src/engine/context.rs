@@ -3,8 +3,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use rayon::prelude::*;
-
 use super::{CallError, ReducerName, Span, Stand, Status};
 use crate::model::{Event, Injection, Kind, ModelCall, SessionLog, Text};
 use crate::record::Sent;
@@ -141,16 +139,11 @@ impl Counts {
         tokens.map(u64::from)
     }
 
-    /// Remembers, as `altered` does, the tokens of the text `make` gives for
-    /// each of `ixs` altered as `how` says: the texts made on all cores and
-    /// counted through the token cache, so that what an earlier run counted
-    /// is looked up, not counted again.
-    pub fn alter_all(
-        &self,
-        ixs: &[usize],
-        how: Cut,
-        make: impl Fn(usize) -> Option<String> + Sync,
-    ) {
+    /// Remembers, as `altered` does, the tokens of each of `ixs` (events of
+    /// `session`) cut as `how` says: the texts read back in one pass, cut on
+    /// all cores and counted through the token cache, so that what an
+    /// earlier run counted is looked up, not counted again.
+    pub fn alter_all(&self, session: &SessionLog, ixs: &[usize], how: Cut) {
         let Ok(mut memo) = self.altered.lock() else {
             return;
         };
@@ -159,7 +152,12 @@ impl Counts {
             .copied()
             .filter(|&ix| !memo.contains_key(&(ix, Some(how))))
             .collect();
-        let texts: Vec<Option<String>> = wanted.par_iter().map(|&ix| make(ix)).collect();
+        // Read back in one pass over the log, not one query a text.
+        let contents: Vec<&Text> = wanted
+            .iter()
+            .map(|&ix| &session.events[ix].content)
+            .collect();
+        let texts = Text::par_map(&contents, |_, text| super::text::cut_text(text, how));
         let made: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
         let mut tokens = TokenCache::new()
             .count_all(self.encoding, &made)

@@ -45,9 +45,7 @@ pub fn pretrim(session: &SessionLog, span: Span, policy: &Policy, counts: &Count
     let results: Vec<usize> = (start..end)
         .filter(|&ix| session.events[ix].kind == Kind::ToolResult)
         .collect();
-    counts.alter_all(&results, cut, |ix| {
-        cut_text(&session.events[ix].content.get(), cut)
-    });
+    counts.alter_all(session, &results, cut);
     let mut items: Vec<(usize, u64)> = Vec::new();
     let mut cut_seqs = Vec::new();
     let mut before = 0;

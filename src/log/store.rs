@@ -292,6 +292,9 @@ impl Store {
         }
         tx.finish()?;
         self.loaded_version = Some(version);
+        // The pages read for the load are not wanted again: SQLite's page
+        // cache gives them back rather than holding them for the run.
+        self.conn.execute_batch("PRAGMA shrink_memory")?;
         Ok(changes)
     }
 
@@ -338,6 +341,7 @@ impl Store {
         for event in aside {
             push_event(log, &mut unlisted, event);
         }
+        crate::give_back_freed_memory();
         Ok((unknown, unlisted))
     }
 

@@ -110,6 +110,12 @@ impl Store {
         })
     }
 
+    /// Gives back the memory SQLite holds for pages read (a lookup of a
+    /// whole log's counts fills its page cache, which nothing reads again soon).
+    pub fn shrink(&self) -> rusqlite::Result<()> {
+        self.conn.execute_batch("PRAGMA shrink_memory")
+    }
+
     /// The file this cache lives in.
     pub fn path(&self) -> &Path {
         &self.path

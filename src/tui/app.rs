@@ -7,7 +7,7 @@ use crate::analysis::cost::{self, CallCost, Prices, SessionCost};
 use crate::analysis::replay::{CallReplay, compare, record_messages, strip};
 use crate::analysis::why::{Fact, Trace, trace_with};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
-use crate::engine::{At, CallError, ItemRef, PreTrim, Slot, Span, Stand, sent_text};
+use crate::engine::{At, CallError, Counts, ItemRef, PreTrim, Slot, Span, Stand, sent_text};
 use crate::model::{Injection, Log, ModelCall, SessionLog};
 use crate::policy::{Budget, Policy};
 use crate::record::{Change, Message, Sent};
@@ -121,8 +121,15 @@ impl Mode {
 /// One row of the history pane: an event, or the rule at a split point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HistoryRow {
-    Event(usize),
+    /// By index into the session's events (four bytes: a long log has many rows).
+    Event(u32),
     Split,
+}
+
+impl HistoryRow {
+    pub fn event(ix: usize) -> HistoryRow {
+        HistoryRow::Event(u32::try_from(ix).unwrap_or(u32::MAX))
+    }
 }
 
 /// A prompt's line edited as a shell's is, at the cursor (`back`: how many
@@ -252,8 +259,11 @@ pub struct CallView {
     /// The stand item's text as sent (summary, placeholder or one-liners).
     pub stand_text: Option<String>,
     pub needs_summary: Option<Span>,
-    /// What a summarizer would get for `needs_summary`.
-    pub pretrim: Option<PreTrim>,
+    /// What a summarizer would get for `needs_summary`: made when first
+    /// shown (it reads the span's tool results back), not at every edit.
+    pretrim: std::cell::OnceCell<Option<PreTrim>>,
+    /// The counts the call was projected with, for `pretrim`.
+    counts: Arc<Counts>,
     /// The triggers that fired at the call, and whether it compacted.
     pub fired: Vec<&'static str>,
     pub compacted: bool,
@@ -265,8 +275,6 @@ pub struct CallView {
     pub injections: Vec<Injection>,
     pub matches_record: bool,
     pub differences: usize,
-    /// Each event's place in `order`, when it is sent.
-    pub position: Vec<Option<usize>>,
     /// Per event the call saw: whether the audit record disposed of it otherwise.
     pub differs: Vec<bool>,
     /// The call's record, where the pane shows it rather than the projection.
@@ -288,6 +296,29 @@ pub struct RecordDiff {
 }
 
 impl CallView {
+    /// What a summarizer would get for the span the call needs summarized.
+    pub fn pretrim(&self, session: &SessionLog) -> Option<&PreTrim> {
+        self.pretrim
+            .get_or_init(|| {
+                let span = self.needs_summary?;
+                Some(crate::engine::pretrim(
+                    session,
+                    span,
+                    &self.policy,
+                    &self.counts,
+                ))
+            })
+            .as_ref()
+    }
+
+    /// The place of the event at `ix` in `order`, when it is sent (looked
+    /// up when asked rather than kept for every event of a long log).
+    pub fn place_of(&self, ix: usize) -> Option<usize> {
+        self.order
+            .iter()
+            .position(|item| matches!(*item, ItemRef::Event(at, _) if at == ix))
+    }
+
     /// The text the event at `ix` is sent as in this view.
     pub fn text_of<'e>(&self, e: &'e crate::model::Event, ix: usize) -> Cow<'e, str> {
         match self.sent.as_deref().and_then(|sent| sent.text_for(ix)) {
@@ -448,7 +479,7 @@ impl App {
             app.mode = Mode::Sessions(0);
         }
         app.rows = (0..app.session().events.len())
-            .map(HistoryRow::Event)
+            .map(HistoryRow::event)
             .collect();
         app.problem = Some("counting tokens and projecting…".to_string());
         app
@@ -734,18 +765,12 @@ impl App {
                             was != now && !(was == "pinned" && now == "verbatim")
                         })
                         .collect();
-                    let mut position = vec![None; session.events.len()];
-                    for (at, item) in p.order.iter().enumerate() {
-                        if let ItemRef::Event(ix, _) = *item {
-                            position[ix] = Some(at);
-                        }
-                    }
                     let stand_text = p.stand_text();
-                    let pretrim = p.needs_summary.map(|span| p.pretrim(span, &policy));
                     self.view = Some(CallView {
                         call: self.call,
                         stand_text,
-                        pretrim,
+                        pretrim: std::cell::OnceCell::new(),
+                        counts: Arc::clone(&p.counts),
                         tail_start_seq: p.tail_start_seq(),
                         at: p.at(),
                         slots: p.slots,
@@ -762,7 +787,6 @@ impl App {
                         injections: p.injections,
                         matches_record: replay.matches_record,
                         differences: replay.differences_total,
-                        position,
                         differs,
                         sent: p.sent,
                         record,
@@ -811,7 +835,7 @@ impl App {
                 .and_then(|v| v.slots.get(ix))
                 .map_or("future", |s| s.status.as_str());
             if filter.as_ref().is_none_or(|f| f.keeps(event, status)) {
-                rows.push(HistoryRow::Event(ix));
+                rows.push(HistoryRow::event(ix));
             }
             if Some(event.seq) == split_after {
                 rows.push(HistoryRow::Split);
@@ -819,7 +843,7 @@ impl App {
         }
         self.rows = rows;
         if let Some(HistoryRow::Event(ix)) = selected {
-            self.history_sel = self.row_of(ix);
+            self.history_sel = self.row_of(ix as usize);
         }
         self.history_sel = self.history_sel.min(self.rows.len().saturating_sub(1));
     }
@@ -842,12 +866,12 @@ impl App {
     fn row_of(&self, event: usize) -> usize {
         // Unfiltered, the split rule adds at most one row: the event is at ix or ix + 1.
         let near =
-            (event..=event + 1).find(|&r| self.rows.get(r) == Some(&HistoryRow::Event(event)));
+            (event..=event + 1).find(|&r| self.rows.get(r) == Some(&HistoryRow::event(event)));
         near.or_else(|| {
             // Filtered: the event's row, or the first row after it.
             self.rows
                 .iter()
-                .position(|r| matches!(r, HistoryRow::Event(ix) if *ix >= event))
+                .position(|r| matches!(r, HistoryRow::Event(ix) if *ix as usize >= event))
         })
         .unwrap_or(0)
     }
@@ -855,16 +879,16 @@ impl App {
     /// The event selected in the history pane.
     pub fn selected_event(&self) -> Option<usize> {
         match self.rows.get(self.history_sel)? {
-            HistoryRow::Event(ix) => Some(*ix),
+            HistoryRow::Event(ix) => Some(*ix as usize),
             HistoryRow::Split => None,
         }
     }
 
     fn sync_from_history(&mut self) {
         if let (Some(ix), Some(view)) = (self.selected_event(), &self.view)
-            && let Some(Some(at)) = view.position.get(ix)
+            && let Some(at) = view.place_of(ix)
         {
-            self.context_sel = *at;
+            self.context_sel = at;
         }
         if let Some(view) = &self.view {
             self.context_sel = self.context_sel.min(view.order.len().saturating_sub(1));

@@ -247,6 +247,7 @@ fn count_off_the_input_path(app: &App, tx: mpsc::Sender<Msg>) {
         if let Some(policy) = first.and_then(|call| cache.policy(&choice, call).ok()) {
             cache.counts(session, policy.budget.encoding);
         }
+        crate::give_back_freed_memory();
         let _ = tx.send(Msg::Counted(Box::new(cache)));
     });
 }
@@ -260,6 +261,7 @@ fn spawn_worker(tx: mpsc::Sender<Msg>) -> mpsc::Sender<app::MetricsJob> {
             let job = queue.try_iter().last().unwrap_or(first);
             let generation = job.generation;
             let metrics = job.run();
+            crate::give_back_freed_memory();
             if tx.send(Msg::Metrics(generation, metrics)).is_err() {
                 break;
             }

@@ -218,13 +218,13 @@ fn level_panes(app: &mut App, height: usize) {
             let row = app
                 .rows
                 .iter()
-                .position(|r| *r == HistoryRow::Event(*ix))
+                .position(|r| *r == HistoryRow::event(*ix))
                 .unwrap_or(0);
             app.history_top = row.saturating_sub(app.context_sel - app.context_top);
         }
     } else {
         app.history_top = scroll(app.history_top, app.history_sel, height);
-        if let Some(Some(at)) = app.selected_event().and_then(|ix| view.position.get(ix)) {
+        if let Some(at) = app.selected_event().and_then(|ix| view.place_of(ix)) {
             app.context_top = at.saturating_sub(app.history_sel - app.history_top);
         }
     }
@@ -674,6 +674,7 @@ fn draw_history(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
         let selected = at == app.history_sel;
         let line = match *row {
             HistoryRow::Event(ix) => {
+                let ix = ix as usize;
                 let e = &session.events[ix];
                 let d = disposition(app, ix);
                 let new_turn = ix == 0 || session.events[ix - 1].turn != e.turn;
@@ -1005,7 +1006,7 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
             if let Some(view) = &app.view {
                 let text = view.stand_text.as_deref().unwrap_or_default();
                 lines.extend(text.lines().map(|l| Line::from(l.to_string())));
-                if let Some(p) = &view.pretrim {
+                if let Some(p) = view.pretrim(app.session()) {
                     lines.push(Line::from(""));
                     lines.extend(pretrim_lines(p));
                 }
