@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
 mod text;
-pub use text::{Measure, READ_BATCH_BYTES, Source as TextSource, Text, batch_len};
+pub use text::{Measure, READ_BATCH_BYTES, SharedSource, Source as TextSource, Text, batch_len};
 
 /// The kind of an event (docs/contract.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -102,7 +103,9 @@ pub struct Event {
     pub seq: i64,
     pub session_id: Arc<str>,
     pub turn: i64,
-    pub ts: Box<str>,
+    /// Held inline up to 24 bytes (an RFC 3339 time is 20 to 24): a long
+    /// log holds one per event.
+    pub ts: CompactString,
     pub kind: Kind,
     pub tool_name: Option<Arc<str>>,
     pub call_id: Option<Box<str>>,

@@ -18,7 +18,6 @@ use serde_json::{Value, json};
 use crate::engine::Status;
 use crate::import::{Format, api};
 use crate::model::{Event, Kind, ModelCall, Summary};
-use crate::tokens::Hash;
 
 /// How one event of a record stands to the history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +42,7 @@ impl Found {
 
 /// What identifies a message event in a record: kind and trimmed text
 /// (by its hash, so that the history's texts are not read back).
-fn key(e: &Event) -> (Kind, Hash) {
+fn key(e: &Event) -> (Kind, u64) {
     (e.kind, e.content.measure().trimmed)
 }
 
@@ -51,7 +50,7 @@ fn key(e: &Event) -> (Kind, Hash) {
 /// call or result is found by its call id wherever it is (a call id is
 /// used once); other events after the one found before them.
 pub fn find(history: &[Event], sent: &[Event]) -> Vec<Found> {
-    let mut by_key: HashMap<(Kind, Hash), Vec<usize>> = HashMap::new();
+    let mut by_key: HashMap<(Kind, u64), Vec<usize>> = HashMap::new();
     let mut by_id: HashMap<(Kind, &str), usize> = HashMap::new();
     for (ix, e) in history.iter().enumerate() {
         match e.call_id.as_deref().filter(|id| !id.is_empty()) {

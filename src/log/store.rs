@@ -11,8 +11,8 @@ use rusqlite::{Connection, OpenFlags, Row};
 
 use super::{LogError, Result, TextLimit, check_schema, precheck, sqlite_err};
 use crate::model::{
-    Event, Kind, LoadNote, Log, ModelCall, Record, Session, SessionLog, Summary, Text, TextSource,
-    Usage,
+    Event, Kind, LoadNote, Log, ModelCall, Record, Session, SessionLog, SharedSource, Summary,
+    Text, TextSource, Usage,
 };
 
 /// How long a read waits for a writer's lock before giving up.
@@ -23,7 +23,7 @@ pub struct Store {
     conn: Connection,
     path: PathBuf,
     /// Where the loaded events' texts are read back from.
-    texts: Arc<Texts>,
+    texts: SharedSource,
     cursor: Cursor,
     /// `data_version` as of the newest load, to tell a later commit from none.
     loaded_version: Option<i64>,
@@ -104,7 +104,7 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
-            texts: Arc::new(Texts::new(path)),
+            texts: Arc::new(Box::new(Texts::new(path))),
             cursor: Cursor::default(),
             loaded_version: None,
             limit: TextLimit::current(),
@@ -372,7 +372,7 @@ fn open_read_only(path: &Path) -> Result<Connection> {
 /// passes and left in the file, to be read back through `texts` when wanted.
 fn read_event_range(
     conn: &Connection,
-    texts: &Arc<Texts>,
+    texts: &SharedSource,
     after: i64,
     upto: i64,
     budget: &Budget,
@@ -384,7 +384,7 @@ fn read_event_range(
     )?;
     let mut rows = stmt.query([after, upto])?;
     let mut notes = Vec::new();
-    let source: Arc<dyn TextSource> = texts.clone();
+    let source = Arc::clone(texts);
     // Session and tool names, one copy each, shared by the events naming them.
     let mut names: HashSet<Arc<str>> = HashSet::new();
     let mut name = |text: &str| -> Arc<str> {
@@ -402,7 +402,7 @@ fn read_event_range(
             seq: row.get(0)?,
             session_id: name(row.get_ref(1)?.as_str()?),
             turn: row.get(2)?,
-            ts: row.get(3)?,
+            ts: row.get_ref(3)?.as_str()?.into(),
             kind,
             tool_name: row.get_ref(5)?.as_str_or_null()?.map(&mut name),
             call_id: row.get(6)?,

@@ -217,7 +217,7 @@ impl Writer {
                         e.seq,
                         e.session_id,
                         e.turn,
-                        e.ts,
+                        e.ts.as_str(),
                         e.kind.as_str(),
                         e.tool_name,
                         e.call_id,
