@@ -336,6 +336,19 @@ impl Cover {
             _ => 0,
         }
     }
+
+    /// The events `self` covers otherwise than `before` did: those between
+    /// the two spans' ends when they start alike, else all.
+    pub fn changed(self, before: Cover, ctx: &Context) -> std::ops::Range<usize> {
+        let end = |span: Span| ctx.events.partition_point(|e| e.seq <= span.to_seq);
+        match (before.span(ctx.session), self.span(ctx.session)) {
+            _ if before == self => 0..0,
+            (Some(a), Some(b)) if a.from_seq == b.from_seq => {
+                end(a).min(end(b))..end(a).max(end(b))
+            }
+            _ => 0..ctx.events.len(),
+        }
+    }
 }
 
 impl SummaryReducer<'_> {
@@ -884,9 +897,10 @@ fn lay_out(
     // The events before `start` put since the call before's layout: one
     // that keeps its place (sent, pinned or not, as it was) is updated
     // there, where the head is the same; from one that moved, the tail is
-    // placed again.
+    // placed again. They were put in a few ascending runs, which a stable
+    // sort merges.
     let mut touched = ctx.touched.clone();
-    touched.sort_unstable();
+    touched.sort();
     touched.dedup();
     let mut in_place = Vec::new();
     for &ix in touched.iter().filter(|&&ix| ix >= first && laid.placed) {

@@ -72,9 +72,16 @@ pub fn project<'a>(
     };
     let cover = summary.decide(&base, budget, state, &removable);
     // The summary over them: the call before's slots stand but for the
-    // events made again under it and those after the first whose cover changed.
-    ctx.redo_from(base.settled.min(cover.changed_from(carry.cover, &base)));
-    ctx.redo_at(base.redone());
+    // events made again under it and those it covers otherwise; all from
+    // the first of these where they are many beside those after them (a
+    // cover that moved far, or starts elsewhere), as that costs less.
+    let mut recovered = cover.changed(carry.cover, &base);
+    if recovered.len() * 4 > base.events.len() - recovered.start {
+        ctx.redo_from(recovered.start);
+        recovered = 0..0;
+    }
+    ctx.redo_from(base.settled);
+    ctx.redo_at(&base.with_partners(base.redone().iter().copied().chain(recovered)));
     for ix in ctx.unsettled() {
         ctx.put(ix, base.slots[ix]);
     }
