@@ -554,6 +554,9 @@ impl<'a> Context<'a> {
     ) -> Context<'a> {
         let events = session.seen_by(call);
         slots.truncate(events.len());
+        // Room for all the session's events: a walk over its calls grows
+        // the slots in place, not by copies.
+        slots.reserve(session.events.len().saturating_sub(slots.len()));
         let settled = slots.len();
         slots.extend((settled..events.len()).map(|ix| Slot::kept(&counts, ix)));
         let tokens = tokens + counts.raw(events.len()) - counts.raw(settled);
