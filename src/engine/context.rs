@@ -518,12 +518,20 @@ pub struct Context<'a> {
     tokens: u64,
     evicted: usize,
     /// The events before this index keep the dispositions the call before
-    /// gave them (see `engine::Projector`): a preset makes them only from
-    /// here on. 0 when the call is projected from scratch.
+    /// gave them (see `engine::Projector`), but for those in `redo`: a
+    /// preset makes them only from here on, and those. 0 when the call is
+    /// projected from scratch.
     pub(crate) settled: usize,
+    /// Events before `settled` made again all the same (`redo_at`), in
+    /// order: the few whose disposition a call can change deep in a long
+    /// context (a result that expired), made again without all after them.
+    redo: Vec<usize>,
     /// No slot before this index changed since the call before's layout
-    /// (0 from scratch): the layout is made again only from here.
+    /// (0 from scratch), but for those in `touched`: the layout is made
+    /// again only from here, and updates those where they stand.
     pub(crate) low: usize,
+    /// The events before `low` put at this call, in the order put.
+    pub(crate) touched: Vec<usize>,
 }
 
 impl<'a> Context<'a> {
@@ -544,6 +552,9 @@ impl<'a> Context<'a> {
     ) -> Context<'a> {
         let events = session.seen_by(call);
         slots.truncate(events.len());
+        // Room for all the session's events: a walk over its calls grows
+        // the slots in place, not by copies.
+        slots.reserve(session.events.len().saturating_sub(slots.len()));
         let settled = slots.len();
         slots.extend((settled..events.len()).map(|ix| Slot::kept(&counts, ix)));
         let tokens = tokens + counts.raw(events.len()) - counts.raw(settled);
@@ -564,23 +575,69 @@ impl<'a> Context<'a> {
             tokens,
             evicted,
             settled,
+            redo: Vec::new(),
             low: settled,
+            touched: Vec::new(),
         }
     }
 
     /// Makes the dispositions from `ix` on again: those events are
     /// verbatim again, and only those before `ix` stay settled.
     pub(crate) fn redo_from(&mut self, ix: usize) {
+        if ix < self.settled {
+            self.low = self.low.min(ix);
+        }
         for at in ix..self.settled {
             self.put(at, Slot::kept(&self.counts, at));
         }
         self.settled = self.settled.min(ix);
+        self.redo.truncate(self.redo.partition_point(|&at| at < ix));
+    }
+
+    /// Makes the dispositions of the settled events among `ixs` again, as
+    /// `redo_from` does those after it. Whatever reads a pair reads both
+    /// halves, so `ixs` holds each pair whole (see `with_partners`).
+    pub(crate) fn redo_at(&mut self, ixs: &[usize]) {
+        for &ix in ixs {
+            if ix >= self.settled {
+                continue;
+            }
+            self.put(ix, Slot::kept(&self.counts, ix));
+            self.redo.push(ix);
+        }
+        self.redo.sort_unstable();
+        self.redo.dedup();
+    }
+
+    /// The events whose dispositions are made at this call: those in
+    /// `redo`, then all from `settled`, in order.
+    pub(crate) fn unsettled(&self) -> impl Iterator<Item = usize> + use<> {
+        (self.redo.clone().into_iter()).chain(self.settled..self.events.len())
+    }
+
+    /// The events made again below `settled` (see `redo_at`).
+    pub(crate) fn redone(&self) -> &[usize] {
+        &self.redo
+    }
+
+    /// `ixs` with the other half of each one's pair, in order.
+    pub(crate) fn with_partners(&self, ixs: impl IntoIterator<Item = usize>) -> Vec<usize> {
+        let n = self.events.len();
+        let mut all: Vec<usize> = ixs
+            .into_iter()
+            .flat_map(|ix| std::iter::once(ix).chain(self.session.partner_of(ix)))
+            .filter(|&ix| ix < n)
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
     }
 
     /// Takes the slots as they stand for settled, so that a second pass
     /// (`redo_from`) makes again everything from where it starts.
     pub(crate) fn settle(&mut self) {
         self.settled = self.events.len();
+        self.redo.clear();
     }
 
     /// `ix`, or lower, so that no pair of events the call saw reaches across it.
@@ -599,7 +656,9 @@ impl<'a> Context<'a> {
 
     /// Puts `slot` at `ix`.
     pub(crate) fn put(&mut self, ix: usize, slot: Slot) {
-        self.low = self.low.min(ix);
+        if ix < self.low {
+            self.touched.push(ix);
+        }
         self.replace(ix, slot);
     }
 
@@ -668,12 +727,12 @@ impl<'a> Context<'a> {
 
     /// Makes the pairs whole again: a tool_result whose call is no longer sent
     /// follows it out, and a call whose result is not sent follows its result
-    /// (so no orphan reaches the model). Only the events from `settled` are
-    /// looked at: a settled event keeps what it had, so whatever made these
-    /// again either left them sent or made their partners again too
-    /// (`pairs_from`).
+    /// (so no orphan reaches the model). Only the events made at this call
+    /// (`unsettled`) are looked at: a settled event keeps what it had, so
+    /// whatever made these again either left them sent or made their
+    /// partners again too (`pairs_from`, `with_partners`).
     pub fn heal_pairs(&mut self, reducer: ReducerName) {
-        for ix in self.settled..self.events.len() {
+        for ix in self.unsettled() {
             let event = &self.events[ix];
             if !matches!(event.kind, Kind::ToolCall | Kind::ToolResult)
                 || !self.slots[ix].status.is_sent()

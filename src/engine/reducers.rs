@@ -1,8 +1,8 @@
 //! The pipeline's reducers, cheap to expensive, and the layout.
 //!
-//! Each works on the context from its `settled` index on: everything from
-//! scratch, or, in the incremental path, what may have changed since the
-//! call before (see `engine::Projector`).
+//! Each works on the events of the context it makes at this call
+//! (`Context::unsettled`): everything from scratch, or, in the incremental
+//! path, what may have changed since the call before (see `engine::Projector`).
 
 use std::sync::Arc;
 
@@ -22,18 +22,21 @@ enum Retained {
     Stubbed(Why, u64),
 }
 
-/// Per tool: its rule, its stub's tokens, and how many of its results were seen.
-type Tools<'p> = Vec<Option<(Retention<'p>, u64, u64)>>;
+/// Per tool: its rule and its stub's tokens.
+type Tools<'p> = Vec<Option<(Retention<'p>, u64)>>;
 
 impl<'p> ToolResults<'p> {
-    /// Retention of the events from `ctx.settled` on.
-    pub fn reduce(&self, ctx: &mut Context) {
-        let from = ctx.settled;
+    /// Retention of the events made at this call; `results` holds the
+    /// indices of each tool's results (see `index_results`), which say
+    /// how many of a tool's results are newer than the one at hand.
+    pub fn reduce(&self, ctx: &mut Context, results: &[Vec<usize>]) {
         let mut tools = self.tools(ctx);
-        // Newest first, for count mode: how many of a tool's results are
-        // newer than the one at hand.
-        for ix in (from..ctx.events.len()).rev() {
-            match self.retain(ctx, ix, &mut tools) {
+        for ix in ctx.unsettled() {
+            let newer = || {
+                let all = &results[tool_at(ctx, ix, results.len())];
+                all.len() - all.partition_point(|&at| at <= ix)
+            };
+            match self.retain(ctx, ix, &mut tools, newer) {
                 Retained::Kept => {}
                 Retained::NeverEvict => {
                     // Marked, so the summary reducer pins the pair.
@@ -47,18 +50,19 @@ impl<'p> ToolResults<'p> {
         }
     }
 
-    /// The first index whose retention may differ from what the call
-    /// before (of turn `turn`, having seen `seen` events) gave it: a
+    /// The results the call before (of turn `turn`, having seen `seen`
+    /// events) saw whose retention may differ from what it gave them: a
     /// result's age and the count of newer ones only grow, so only the
-    /// results that crossed their rule since can have changed. `results`
-    /// holds the indices of each tool's results (see `index_results`).
-    pub fn changed_from(
+    /// results that crossed their rule since can have changed, from kept to
+    /// stubbed. `results` holds the indices of each tool's results (see
+    /// `index_results`).
+    pub fn changed(
         &self,
         ctx: &Context,
         turn: i64,
         seen: usize,
         results: &[Vec<usize>],
-    ) -> usize {
+    ) -> Vec<usize> {
         let events = ctx.events;
         let rules = self.0;
         let modes = || {
@@ -68,7 +72,8 @@ impl<'p> ToolResults<'p> {
                 .filter_map(|r| r.mode)
                 .chain([rules.mode])
         };
-        let mut from = seen.min(events.len());
+        let seen = seen.min(events.len());
+        let mut changed = Vec::new();
         if modes().any(|m| m == Mode::Age) && ctx.call.turn > turn {
             let keeps = || {
                 (rules.tools.values().filter_map(|r| r.keep_turns))
@@ -79,11 +84,10 @@ impl<'p> ToolResults<'p> {
             // A result expires once its turn is below the call's less its
             // keep: those that expired since the call before have turns from
             // its turn less the longest keep to this one's less the shortest.
-            let below = |turn: i64| events[..from].partition_point(|e| e.turn < turn);
+            let below = |turn: i64| events[..seen].partition_point(|e| e.turn < turn);
             let first = below(turn.saturating_sub(most));
-            if below(ctx.call.turn.saturating_sub(least)) > first {
-                from = first;
-            }
+            let end = below(ctx.call.turn.saturating_sub(least)).max(first);
+            changed.extend((first..end).filter(|&ix| events[ix].kind == Kind::ToolResult));
         }
         if modes().any(|m| m == Mode::Count) {
             // A tool's results in log order: the one `keep_last` from the
@@ -104,10 +108,10 @@ impl<'p> ToolResults<'p> {
                     continue;
                 };
                 let oldest = (last + 1).saturating_sub(new);
-                from = from.min(all[oldest]);
+                changed.extend(all[oldest..=last].iter().filter(|&&ix| ix < seen));
             }
         }
-        from
+        changed
     }
 
     /// Adds the tool results from `seen` on to `results`, the indices of
@@ -126,6 +130,9 @@ impl<'p> ToolResults<'p> {
     /// of a turn, newest first (the window by tokens reads them).
     fn runs(&self, ctx: &Context) -> impl Iterator<Item = (i64, u64)> {
         let mut tools = self.tools(ctx);
+        // Newest first: how many of each tool's results came after.
+        let mut seen = vec![0; tools.len()];
+        let len = tools.len();
         let mut ix = ctx.events.len();
         let mut run: Option<(i64, u64)> = None;
         std::iter::from_fn(move || {
@@ -135,7 +142,12 @@ impl<'p> ToolResults<'p> {
                 if event.kind == Kind::System {
                     continue;
                 }
-                let tokens = match self.retain(ctx, ix, &mut tools) {
+                let newer = || {
+                    let count = &mut seen[tool_at(ctx, ix, len)];
+                    *count += 1;
+                    *count - 1
+                };
+                let tokens = match self.retain(ctx, ix, &mut tools, newer) {
                     Retained::Stubbed(_, tokens) => tokens,
                     _ => ctx.raw_tokens(ix),
                 };
@@ -157,21 +169,26 @@ impl<'p> ToolResults<'p> {
         vec![None; ctx.session.tool_names().len() + 1]
     }
 
-    /// Retention of the event at `ix`, walking newest first.
-    fn retain(&self, ctx: &Context, ix: usize, tools: &mut Tools<'p>) -> Retained {
+    /// Retention of the event at `ix`, with `newer` the number of results
+    /// of its tool the call saw after it (asked once, of results only).
+    fn retain(
+        &self,
+        ctx: &Context,
+        ix: usize,
+        tools: &mut Tools<'p>,
+        newer: impl FnOnce() -> usize,
+    ) -> Retained {
         let event = &ctx.events[ix];
         if event.kind != Kind::ToolResult {
             return Retained::Kept;
         }
-        // Results with no tool name share the last entry.
-        let at = ctx.session.tool_of(ix).map_or(tools.len() - 1, usize::from);
-        let (rule, stub_tokens, newer) = tools[at].get_or_insert_with(|| {
+        let at = tool_at(ctx, ix, tools.len());
+        let (rule, stub_tokens) = tools[at].get_or_insert_with(|| {
             let rule = self.0.rule_for(event.tool_name.as_deref());
             let stub_tokens = ctx.counts.fixed_text(rule.stub);
-            (rule, stub_tokens, 0)
+            (rule, stub_tokens)
         });
-        let count_before = *newer;
-        *newer += 1;
+        let count_before = newer() as u64;
         if rule.never_evict {
             return Retained::NeverEvict;
         }
@@ -188,6 +205,12 @@ impl<'p> ToolResults<'p> {
         };
         why.map_or(Retained::Kept, |why| Retained::Stubbed(why, *stub_tokens))
     }
+}
+
+/// Where the tool of the event at `ix` is kept in a list of `len` entries,
+/// one per tool: results with no tool name share the last.
+fn tool_at(ctx: &Context, ix: usize, len: usize) -> usize {
+    ctx.session.tool_of(ix).map_or(len - 1, usize::from)
 }
 
 /// Reducer 2: the sliding window on dialogue, by turns and by tokens.
@@ -220,11 +243,12 @@ impl Window<'_> {
         (oldest_kept, turns)
     }
 
-    /// The first index whose place in the window may differ between the
-    /// call before's bounds and these.
-    pub fn changed_from(ctx: &Context, before: Bounds, now: Bounds) -> usize {
+    /// The events whose place in the window may differ between the call
+    /// before's bounds and these: those of the turns between where the two
+    /// start (and, where max_turns moved, between where it started).
+    pub fn changed(ctx: &Context, before: Bounds, now: Bounds) -> std::ops::Range<usize> {
         let lowest = if before == now {
-            return ctx.events.len();
+            return 0..0;
         } else if before.0 == i64::MIN || now.0 == i64::MIN {
             i64::MIN
         } else if before.1 == now.1 {
@@ -232,15 +256,16 @@ impl Window<'_> {
         } else {
             before.1.min(now.1)
         };
-        ctx.events.partition_point(|e| e.turn < lowest)
+        let below = |turn: i64| ctx.events.partition_point(|e| e.turn < turn);
+        below(lowest)..below(before.0.max(now.0))
     }
 
-    /// Drops the events from `ctx.settled` on that fall outside `bounds`.
+    /// Drops the events made at this call that fall outside `bounds`.
     pub fn reduce(&self, ctx: &mut Context, (oldest_kept, turns): Bounds) {
         if oldest_kept == i64::MIN {
             return;
         }
-        for ix in ctx.settled..ctx.events.len() {
+        for ix in ctx.unsettled() {
             let event = &ctx.events[ix];
             if event.kind == Kind::System || event.turn >= oldest_kept {
                 continue;
@@ -309,6 +334,19 @@ impl Cover {
                 ctx.events.partition_point(|e| e.seq <= to_seq)
             }
             _ => 0,
+        }
+    }
+
+    /// The events `self` covers otherwise than `before` did: those between
+    /// the two spans' ends when they start alike, else all.
+    pub fn changed(self, before: Cover, ctx: &Context) -> std::ops::Range<usize> {
+        let end = |span: Span| ctx.events.partition_point(|e| e.seq <= span.to_seq);
+        match (before.span(ctx.session), self.span(ctx.session)) {
+            _ if before == self => 0..0,
+            (Some(a), Some(b)) if a.from_seq == b.from_seq => {
+                end(a).min(end(b))..end(a).max(end(b))
+            }
+            _ => 0..ctx.events.len(),
         }
     }
 }
@@ -389,21 +427,43 @@ fn removable_in(ctx: &Context, span: Span, removable: &[u64]) -> u64 {
     removable[end.max(start)] - removable[start]
 }
 
-/// Extends `removable`, the tokens a summary would take out of the events
-/// before each index (the sent dialogue events, less the pinned pairs that
-/// stay; one more entry than events), from `ctx.settled` on.
-pub fn extend_removable(ctx: &Context, removable: &mut Vec<u64>) {
+/// Brings `removable` up to date: the tokens a summary would take out of
+/// the events before each index (one more entry than events), made again
+/// from `ctx.settled` on, and shifted after each event made again before
+/// it (`Context::redone`) by what that takes out now less what it took out
+/// before (`was`, one per event made again).
+pub fn extend_removable(ctx: &Context, removable: &mut Vec<u64>, was: &[u64]) {
     removable.truncate(ctx.settled + 1);
     if removable.is_empty() {
         removable.push(0);
     }
     let first = ctx.first_dialogue();
+    let redone = ctx.redone();
+    let mut shift = 0u64;
+    for (at, (&ix, &before)) in redone.iter().zip(was).enumerate() {
+        // Sums wrap as they shift, and come out whole.
+        shift = shift
+            .wrapping_add(removable_by(ctx, first, ix))
+            .wrapping_sub(before);
+        let end = redone.get(at + 1).map_or(removable.len(), |&next| next + 1);
+        for sum in removable.get_mut(ix + 1..end).unwrap_or_default() {
+            *sum = sum.wrapping_add(shift);
+        }
+    }
     let mut sum = removable[removable.len() - 1];
     for ix in removable.len() - 1..ctx.events.len() {
-        if ix >= first && !is_pinnable(ctx, ix) {
-            sum += ctx.slots[ix].tokens;
-        }
+        sum += removable_by(ctx, first, ix);
         removable.push(sum);
+    }
+}
+
+/// Tokens a summary would take out of the event at `ix`: all it is sent
+/// with, for a dialogue event (from `first`) not of a pinned pair that stays.
+pub fn removable_by(ctx: &Context, first: usize, ix: usize) -> u64 {
+    if ix >= first && !is_pinnable(ctx, ix) {
+        ctx.slots[ix].tokens
+    } else {
+        0
     }
 }
 
@@ -431,8 +491,8 @@ pub(super) fn apply_summary(mut ctx: Context, ix: usize) -> Context {
 /// Marks every sent dialogue event in `span` summarized, except never_evict
 /// tool events, which are pinned; then heals pairs cut by the span's end.
 pub(super) fn cover(ctx: &mut Context, span: Span) {
-    let first = ctx.first_dialogue().max(ctx.settled);
-    for ix in first..ctx.events.len() {
+    let first = ctx.first_dialogue();
+    for ix in ctx.unsettled().filter(|&ix| ix >= first) {
         let event = &ctx.events[ix];
         if event.seq < span.from_seq || event.seq > span.to_seq {
             continue;
@@ -555,7 +615,8 @@ pub fn placeholder_text(session: &SessionLog, span: Span) -> String {
 /// after the system prompt (pinned ones, then the rest, by index, leaving
 /// out those sent around the stand), and its order, with each item's
 /// tokens and their running sums. Only the events from the next context's
-/// `low` on may have moved, so the next order keeps what comes before.
+/// `low` on, and those it `touched`, may have moved, so the next order
+/// keeps what comes before.
 #[derive(Clone, Debug, Default)]
 pub struct Laid {
     /// Whether `pinned` and `rest` hold a layout's places (not a record's).
@@ -588,13 +649,25 @@ impl Laid {
 /// One item of the order and its tokens.
 type Item = (ItemRef, u64);
 
+/// What a layout makes of the order the call before's left: the items
+/// updated where they stand (by place, in order), the first place from
+/// which the items are `fresh`, and the tokens injected by the host and by
+/// the engine around the stand.
+struct Laying {
+    in_place: Vec<(usize, Item)>,
+    from: usize,
+    fresh: Vec<Item>,
+    injected: u64,
+    own_injected: u64,
+}
+
 /// Lays the context out for sending: system prompt, summary, pinned pairs,
 /// the tail in log order, injections last (docs/contract.md §6.3). `laid`
 /// is what the call before's layout left (empty from scratch).
 pub fn layout<'a>(ctx: Context<'a>, budget: Budget, laid: &mut Laid) -> Projected<'a> {
     let mut errors = ctx.errors.clone();
     let mut injections = Vec::new();
-    let (fresh, from, injected, own_injected) = match ctx.sent.as_deref() {
+    let laying = match ctx.sent.as_deref() {
         // The record, as it was sent.
         Some(sent) => {
             let items = sent
@@ -611,21 +684,42 @@ pub fn layout<'a>(ctx: Context<'a>, budget: Budget, laid: &mut Laid) -> Projecte
                         ctx.counts.text(&sent.events[at].content.get()),
                     ),
                 });
-            let items = items.collect();
             *laid = std::mem::take(laid).order_only();
-            (items, 0, 0, 0)
+            Laying {
+                in_place: Vec::new(),
+                from: 0,
+                fresh: items.collect(),
+                injected: 0,
+                own_injected: 0,
+            }
         }
         None => lay_out(&ctx, laid, &budget, &mut injections, &mut errors),
     };
+    let Laying {
+        in_place,
+        from,
+        fresh,
+        injected,
+        own_injected,
+    } = laying;
     let own = ctx.around.before.len() + ctx.around.after.len();
-    let reused = reused(laid, from, &fresh, own);
+    let reused = reused(laid, &in_place, from, &fresh, own);
     let order = Arc::make_mut(&mut laid.order);
     let order_tokens = Arc::make_mut(&mut laid.tokens);
+    for &(at, (item, tokens)) in &in_place {
+        order[at] = item;
+        order_tokens[at] = tokens;
+    }
     order.truncate(from);
     order_tokens.truncate(from);
-    laid.sums.truncate(from + 1);
+    // The running sums, from the first item updated in place.
+    let summed = in_place.first().map_or(from, |&(at, _)| at);
+    laid.sums.truncate(summed + 1);
     if laid.sums.is_empty() {
         laid.sums.push(0);
+    }
+    for &tokens in order_tokens.get(summed..).unwrap_or_default() {
+        laid.sums.push(laid.sums[laid.sums.len() - 1] + tokens);
     }
     for &(item, tokens) in &fresh {
         order.push(item);
@@ -690,12 +784,22 @@ pub fn layout<'a>(ctx: Context<'a>, budget: Budget, laid: &mut Laid) -> Projecte
 }
 
 /// Tokens of the longest common prefix of the new order (the call
-/// before's up to `from`, then `fresh`) with the call before's, as a
-/// provider's prompt cache could reuse them: the engine's own messages
-/// around the stand (the first `own` injections) belong to it, the host's
-/// injections do not.
-fn reused(laid: &Laid, from: usize, fresh: &[Item], own: usize) -> u64 {
-    let before = laid.sums.get(from).copied().unwrap_or(0);
+/// before's up to `from`, with the items `in_place` updated, then `fresh`)
+/// with the call before's, as a provider's prompt cache could reuse them:
+/// the engine's own messages around the stand (the first `own` injections)
+/// belong to it, the host's injections do not.
+fn reused(laid: &Laid, in_place: &[(usize, Item)], from: usize, fresh: &[Item], own: usize) -> u64 {
+    let sum = |at: usize| laid.sums.get(at).copied().unwrap_or(0);
+    let (mut before, mut at) = (0, 0);
+    for &(place, (item, tokens)) in in_place {
+        before += sum(place).saturating_sub(sum(at));
+        if !laid.order.get(place).is_some_and(|was| item.same_as(was)) {
+            return before;
+        }
+        before += tokens;
+        at = place + 1;
+    }
+    before += sum(from).saturating_sub(sum(at));
     before
         + fresh
             .iter()
@@ -732,7 +836,7 @@ fn lay_out(
     budget: &Budget,
     injections: &mut Vec<Injection>,
     errors: &mut Vec<CallError>,
-) -> (Vec<Item>, usize, u64, u64) {
+) -> Laying {
     let first = ctx.first_dialogue();
     let sent = |ix: &usize| ctx.slots[*ix].status.is_sent();
     let event = |ix: usize| {
@@ -783,13 +887,48 @@ fn lay_out(
     // joined or left them moved too.
     let mut aside = around.events.clone();
     aside.sort_unstable();
-    let start = match laid.placed {
+    let mut start = match laid.placed {
         true => ctx
             .low
             .min(first_difference(&laid.around, &aside))
             .max(first),
         false => first,
     };
+    // The events before `start` put since the call before's layout: one
+    // that keeps its place (sent, pinned or not, as it was) is updated
+    // there, where the head is the same; from one that moved, the tail is
+    // placed again. They were put in a few ascending runs, which a stable
+    // sort merges.
+    let mut touched = ctx.touched.clone();
+    touched.sort();
+    touched.dedup();
+    let mut in_place = Vec::new();
+    for &ix in touched.iter().filter(|&&ix| ix >= first && laid.placed) {
+        if ix >= start {
+            break;
+        }
+        if aside.binary_search(&ix).is_ok() {
+            continue;
+        }
+        let placed = match (laid.pinned.binary_search(&ix), laid.rest.binary_search(&ix)) {
+            (Ok(at), _) => Some((true, laid.head + at)),
+            (_, Ok(at)) => Some((false, laid.head + laid.pinned.len() + at)),
+            _ => None,
+        };
+        let status = ctx.slots[ix].status;
+        match placed {
+            Some((pinned, at)) if status.is_sent() && pinned == (status == Status::Pinned) => {
+                if same_head {
+                    in_place.push((at, event(ix)));
+                }
+            }
+            None if !status.is_sent() => {}
+            _ => {
+                start = ix;
+                break;
+            }
+        }
+    }
     let kept = |list: &[usize]| list.partition_point(|&ix| ix < start);
     let (pinned, rest) = (kept(&laid.pinned), kept(&laid.rest));
     let unmoved = laid.pinned.len() == pinned;
@@ -819,6 +958,8 @@ fn lay_out(
     } else {
         head.len() + pinned + rest
     };
+    in_place.retain(|&(at, _)| at < from);
+    in_place.sort_unstable_by_key(|&(at, _)| at);
     let tail = laid.pinned.iter().chain(&laid.rest);
     let mut fresh: Vec<Item> = head.iter().copied().skip(from).collect();
     fresh.extend(
@@ -868,5 +1009,11 @@ fn lay_out(
         .filter(|(item, _)| matches!(item, ItemRef::Injection(_)))
         .map(|(_, tokens)| tokens)
         .sum();
-    (fresh, from, injected, own_injected)
+    Laying {
+        in_place,
+        from,
+        fresh,
+        injected,
+        own_injected,
+    }
 }

@@ -14,7 +14,7 @@ use crate::engine::context::{Context, Cut, Why};
 use crate::engine::reducers::apply_cover;
 use crate::engine::split::take_cover;
 use crate::engine::{Carry, ReducerName, Span, State, Status, cut_text};
-use crate::model::{Event, Kind};
+use crate::model::{Event, Kind, Text};
 use crate::policy::{Budget, Codex, Policy};
 
 /// Codex's token estimate: bytes / 4, rounded up.
@@ -85,15 +85,29 @@ pub struct Messages {
 }
 
 impl Messages {
-    /// Adds the events from `from` on.
+    /// Adds the events from `from` on, the user messages' texts read in
+    /// one pass (not one read each, from a stored log).
     fn extend(&mut self, events: &[Event], from: usize, x: &Codex) {
-        for (ix, e) in events.iter().enumerate().skip(from) {
+        let new = events.get(from..).unwrap_or_default();
+        let users: Vec<&Event> = new.iter().filter(|e| e.kind == Kind::User).collect();
+        // Of each user message: initial context (Some(true)), a real one
+        // (Some(false)), or a summary.
+        let mut initial = vec![None; users.len()];
+        Text::each(users.iter().map(|e| &e.content), |at, text| {
+            initial[at] = match text {
+                text if is_contextual(&text) => Some(true),
+                text => (!text.starts_with(&x.summary_prefix)).then_some(false),
+            };
+        });
+        let mut initial = initial.into_iter();
+        for (ix, e) in (from..).zip(new) {
             match e.kind {
                 Kind::System => self.initial.push(ix),
-                Kind::User if is_contextual(&e.content.get()) => self.initial.push(ix),
-                Kind::User if !e.content.get().starts_with(&x.summary_prefix) => {
-                    self.users.push(ix)
-                }
+                Kind::User => match initial.next().flatten() {
+                    Some(true) => self.initial.push(ix),
+                    Some(false) => self.users.push(ix),
+                    None => {}
+                },
                 _ => {}
             }
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::engine::context::{Context, Slot};
 use crate::engine::reducers::{
-    Bounds, SummaryReducer, ToolResults, Window, apply_cover, extend_removable,
+    Bounds, SummaryReducer, ToolResults, Window, apply_cover, extend_removable, removable_by,
 };
 use crate::engine::{Carry, State, trigger};
 use crate::policy::{Budget, Policy};
@@ -40,31 +40,49 @@ pub fn project<'a>(
         mut results,
     } = std::mem::take(&mut carry.pipeline);
     // Retention and the window, on the slots the call before left them,
-    // made again from the first event whose place they may have changed.
+    // made again for the new events and the few earlier ones whose place
+    // they may have changed: results that expired, turns the window left
+    // or took back (docs/policy.md, `pipeline`).
     let counts = Arc::clone(&ctx.counts);
     let mut base = Context::carried(ctx.session, ctx.call, counts, base, base_totals);
     let retention = ToolResults(&policy.tool_results);
     let sliding = Window(&policy.window);
     ToolResults::index_results(&base, carry.seen, &mut results);
     let bounds = sliding.bounds(&base, &retention);
-    let from = retention
-        .changed_from(&base, carry.turn, carry.seen, &results)
-        .min(window.map_or(0, |before| Window::changed_from(&base, before, bounds)));
-    base.redo_from(base.pairs_from(from));
+    base.redo_from(base.pairs_from(carry.seen));
     base.never_evict = never_evict;
-    retention.reduce(&mut base);
+    let expired = retention.changed(&base, carry.turn, carry.seen, &results);
+    let moved = window.map_or(0..carry.seen, |before| {
+        Window::changed(&base, before, bounds)
+    });
+    let changed = base.with_partners(expired.into_iter().chain(moved));
+    let first = base.first_dialogue();
+    let was: Vec<u64> = (changed.iter())
+        .filter(|&&ix| ix < base.settled)
+        .map(|&ix| removable_by(&base, first, ix))
+        .collect();
+    base.redo_at(&changed);
+    retention.reduce(&mut base, &results);
     sliding.reduce(&mut base, bounds);
-    extend_removable(&base, &mut removable);
+    extend_removable(&base, &mut removable, &was);
     *fired = trigger::fired(&base, budget, policy, state);
     let summary = SummaryReducer {
         policy: &policy.summary,
         fired: !fired.is_empty(),
     };
     let cover = summary.decide(&base, budget, state, &removable);
-    // The summary over them: the call before's slots stand before the first
-    // event whose slot or cover changed.
-    ctx.redo_from(base.settled.min(cover.changed_from(carry.cover, &base)));
-    for ix in ctx.settled..ctx.events.len() {
+    // The summary over them: the call before's slots stand but for the
+    // events made again under it and those it covers otherwise; all from
+    // the first of these where they are many beside those after them (a
+    // cover that moved far, or starts elsewhere), as that costs less.
+    let mut recovered = cover.changed(carry.cover, &base);
+    if recovered.len() * 4 > base.events.len() - recovered.start {
+        ctx.redo_from(recovered.start);
+        recovered = 0..0;
+    }
+    ctx.redo_from(base.settled);
+    ctx.redo_at(&base.with_partners(base.redone().iter().copied().chain(recovered)));
+    for ix in ctx.unsettled() {
         ctx.put(ix, base.slots[ix]);
     }
     ctx.never_evict = base.never_evict;
