@@ -233,7 +233,7 @@ fn recent_turns_keeps_two_turns_each_capped_at_a_clamped_quarter_of_usable() {
         .iter()
         .zip(&p.session.events)
         .filter(|(_, e)| e.turn == 2)
-        .map(|(s, _)| s.tokens)
+        .map(|(s, _)| u64::from(s.tokens))
         .sum();
     assert!(turn_tokens <= 2_000, "the capped turn takes {turn_tokens}");
     // usable 12,000: a quarter, 3,000, is within the clamp.

@@ -1,6 +1,7 @@
 //! The working context the reducers pass along: one slot per event a call saw.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use super::{CallError, ReducerName, Span, Stand, Status};
@@ -209,6 +210,43 @@ impl Counts {
     }
 }
 
+/// A number a reason keeps, held in two 4-byte halves: with it a reason
+/// is 20 bytes and a slot 36, not 48 (a projection of a long session
+/// holds a slot per event, and a walk two of them).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Packed<T>([u32; 2], std::marker::PhantomData<T>);
+
+macro_rules! packed {
+    ($t:ty) => {
+        impl From<$t> for Packed<$t> {
+            fn from(n: $t) -> Packed<$t> {
+                let bits = n as u64;
+                Packed([bits as u32, (bits >> 32) as u32], std::marker::PhantomData)
+            }
+        }
+
+        impl Packed<$t> {
+            pub fn get(self) -> $t {
+                (u64::from(self.0[0]) | u64::from(self.0[1]) << 32) as $t
+            }
+        }
+
+        impl fmt::Display for Packed<$t> {
+            fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                self.get().fmt(f)
+            }
+        }
+
+        impl fmt::Debug for Packed<$t> {
+            fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                self.get().fmt(f)
+            }
+        }
+    };
+}
+packed!(u64);
+packed!(i64);
+
 /// Why a reducer gave an event its disposition; turned into words on demand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Why {
@@ -216,25 +254,25 @@ pub enum Why {
     /// Older than `keep_turns` turns; its age is the call's turn less its
     /// own, so the reason stays the same from call to call.
     Age {
-        keep_turns: u64,
+        keep_turns: Packed<u64>,
     },
     /// Past the newest `keep_last` results of its tool; how many newer
     /// ones the call saw is read from the call.
     Count {
-        keep_last: u64,
+        keep_last: Packed<u64>,
     },
     NeverEvict,
     WindowTurns {
-        turn: i64,
-        max_turns: u64,
+        turn: Packed<i64>,
+        max_turns: Packed<u64>,
     },
     WindowTokens {
-        turn: i64,
-        max_tokens: u64,
+        turn: Packed<i64>,
+        max_tokens: Packed<u64>,
     },
     /// Dropped or summarized because the other half of its pair was.
     WithPair {
-        seq: i64,
+        seq: Packed<i64>,
     },
     /// Inside the oldest span, which the call sends a recorded summary of
     /// or, over target with none recorded, a placeholder for: which of the
@@ -245,59 +283,59 @@ pub enum Why {
     Pinned,
     /// A user message kept verbatim inside the summarized span (preserve-user).
     UserKept {
-        max_user_tokens: u64,
+        max_user_tokens: Packed<u64>,
     },
     /// Truncated or elided by tiered phase 1, 2 or 3, which starts at `from`
     /// percent of the target (how full the context was is read from the call).
     Tier {
         phase: u8,
-        from: u64,
+        from: Packed<u64>,
     },
     /// Older than the newest `keep_recent` events and longer than `limit` characters.
     Structural {
-        keep_recent: u64,
-        limit: u64,
+        keep_recent: Packed<u64>,
+        limit: Packed<u64>,
     },
     /// Its turn is kept but over the per-turn cap.
     TurnCap {
-        turn: i64,
-        cap: u64,
+        turn: Packed<i64>,
+        cap: Packed<u64>,
     },
     /// Codex: a real user message kept after the compaction, newest first
     /// within `max_tokens`; cut in its middle when it crossed the limit.
     CodexKept {
-        max_tokens: u64,
+        max_tokens: Packed<u64>,
     },
     /// Block compaction: in the first steps of the call's turn, kept verbatim.
     BlockFirst {
-        steps: u64,
+        steps: Packed<u64>,
     },
     /// Block compaction: in the newest steps, tool output cut to `lines` lines.
     BlockRecent {
-        lines: u64,
+        lines: Packed<u64>,
     },
     /// Block compaction: its step became a one-liner.
     BlockCompacted {
-        turn: i64,
+        turn: Packed<i64>,
     },
     /// Block compaction: its step's one-liner did not fit max_summary_tokens.
     BlockOverflow {
-        turn: i64,
-        max_summary_tokens: u64,
+        turn: Packed<i64>,
+        max_summary_tokens: Packed<u64>,
     },
     /// Block compaction: its turn is outside the scope of earlier turns loaded.
     BlockScope {
-        turn: i64,
+        turn: Packed<i64>,
     },
     /// Opencode's prune cleared this output at `call`.
     Pruned {
-        call: i64,
-        protect: u64,
+        call: Packed<i64>,
+        protect: Packed<u64>,
     },
     /// Claude Code's microcompact cleared it at `call`, after an idle gap.
     Microcompacted {
-        call: i64,
-        idle_minutes: u64,
+        call: Packed<i64>,
+        idle_minutes: Packed<u64>,
     },
     /// The host cleared it before this call (a microcompaction in its log).
     ClearedByHost,
@@ -427,14 +465,18 @@ impl Why {
     }
 }
 
+// A projection holds one per event the call saw.
+const _: () = assert!(std::mem::size_of::<Slot>() <= 36);
+
 /// One event's disposition at a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot {
     pub status: Status,
     pub reducer: Option<ReducerName>,
     pub why: Why,
-    /// Tokens the event takes as sent (0 when not sent).
-    pub tokens: u64,
+    /// Tokens the event takes as sent (0 when not sent); an event's count
+    /// is 32 bits (see `Counts`), and so is anything cut from it.
+    pub tokens: u32,
     /// How a truncated event is cut.
     pub cut: Cut,
 }
@@ -446,7 +488,7 @@ impl Slot {
             status: Status::Verbatim,
             reducer: None,
             why: Why::Kept,
-            tokens: u64::from(counts.events.get(ix).copied().unwrap_or(0)),
+            tokens: counts.events.get(ix).copied().unwrap_or(0),
             cut: Cut::Whole,
         }
     }
@@ -665,7 +707,7 @@ impl<'a> Context<'a> {
     /// The same, for a slot the call before's layout had as it is put.
     pub(crate) fn replace(&mut self, ix: usize, slot: Slot) {
         let evicted = |s: &Slot| usize::from(s.status.is_evicted());
-        self.tokens = self.tokens - self.slots[ix].tokens + slot.tokens;
+        self.tokens = self.tokens - u64::from(self.slots[ix].tokens) + u64::from(slot.tokens);
         self.evicted = self.evicted - evicted(&self.slots[ix]) + evicted(&slot);
         self.slots[ix] = slot;
     }
@@ -687,7 +729,7 @@ impl<'a> Context<'a> {
             status,
             reducer: Some(reducer),
             why,
-            tokens,
+            tokens: u32::try_from(tokens).unwrap_or(u32::MAX),
             cut: Cut::Whole,
         };
         self.put(ix, slot);
@@ -703,7 +745,7 @@ impl<'a> Context<'a> {
         let Some(tokens) = made else {
             return;
         };
-        if tokens >= self.slots[ix].tokens {
+        if tokens >= u64::from(self.slots[ix].tokens) {
             return;
         }
         self.set(ix, Status::Truncated, reducer, why, tokens);
@@ -749,7 +791,13 @@ impl<'a> Context<'a> {
             let other = self.slots[partner];
             if !other.status.is_sent() {
                 let seq = self.events[partner].seq;
-                self.set(ix, other.status, reducer, Why::WithPair { seq }, 0);
+                self.set(
+                    ix,
+                    other.status,
+                    reducer,
+                    Why::WithPair { seq: seq.into() },
+                    0,
+                );
             }
         }
     }

@@ -196,11 +196,11 @@ impl<'p> ToolResults<'p> {
             Mode::Age => {
                 let age = ctx.call.turn - event.turn;
                 (age > rule.keep_turns as i64).then_some(Why::Age {
-                    keep_turns: rule.keep_turns,
+                    keep_turns: rule.keep_turns.into(),
                 })
             }
             Mode::Count => (count_before >= rule.keep_last).then_some(Why::Count {
-                keep_last: rule.keep_last,
+                keep_last: rule.keep_last.into(),
             }),
         };
         why.map_or(Retained::Kept, |why| Retained::Stubbed(why, *stub_tokens))
@@ -272,13 +272,13 @@ impl Window<'_> {
             }
             let why = if event.turn < turns {
                 Why::WindowTurns {
-                    turn: event.turn,
-                    max_turns: self.0.max_turns,
+                    turn: event.turn.into(),
+                    max_turns: self.0.max_turns.into(),
                 }
             } else {
                 Why::WindowTokens {
-                    turn: event.turn,
-                    max_tokens: self.0.max_tokens,
+                    turn: event.turn.into(),
+                    max_tokens: self.0.max_tokens.into(),
                 }
             };
             ctx.set(ix, Status::Dropped, ReducerName::Window, why, 0);
@@ -461,7 +461,7 @@ pub fn extend_removable(ctx: &Context, removable: &mut Vec<u64>, was: &[u64]) {
 /// with, for a dialogue event (from `first`) not of a pinned pair that stays.
 pub fn removable_by(ctx: &Context, first: usize, ix: usize) -> u64 {
     if ix >= first && !is_pinnable(ctx, ix) {
-        ctx.slots[ix].tokens
+        ctx.slots[ix].tokens.into()
     } else {
         0
     }
@@ -677,7 +677,7 @@ pub fn layout<'a>(ctx: Context<'a>, budget: Budget, laid: &mut Laid) -> Projecte
                 .map(|(at, found)| match found.index() {
                     Some(ix) => (
                         ItemRef::Event(ix, ctx.slots[ix].status),
-                        ctx.slots[ix].tokens,
+                        u64::from(ctx.slots[ix].tokens),
                     ),
                     None => (
                         ItemRef::Recorded(at),
@@ -842,7 +842,7 @@ fn lay_out(
     let event = |ix: usize| {
         (
             ItemRef::Event(ix, ctx.slots[ix].status),
-            ctx.slots[ix].tokens,
+            u64::from(ctx.slots[ix].tokens),
         )
     };
     let mut head: Vec<Item> = (0..first).filter(sent).map(event).collect();

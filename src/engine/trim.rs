@@ -19,7 +19,7 @@ pub(crate) fn elide(ctx: &mut Context, ix: usize, reducer: ReducerName, why: Why
     let Some(tokens) = ctx.counts.altered(ix, None, || Some(elided(event))) else {
         return false;
     };
-    if tokens >= ctx.slots[ix].tokens {
+    if tokens >= ctx.slots[ix].tokens.into() {
         return false;
     }
     ctx.set(ix, Status::Stubbed, reducer, why, tokens);

@@ -702,7 +702,7 @@ fn draw_history(frame: &mut Frame, app: &mut App, area: Rect, theme: Theme) {
                     turn,
                     body
                 );
-                let text = fit(&left, &tokens_label(tokens, d), width);
+                let text = fit(&left, &tokens_label(tokens.into(), d), width);
                 let mut style = theme.disposition(d);
                 if new_turn {
                     style = style.add_modifier(Modifier::UNDERLINED);
@@ -942,7 +942,7 @@ pub fn detail_lines(app: &App) -> Vec<Line<'static>> {
                 app.view
                     .as_ref()
                     .and_then(|v| v.slots.get(ix))
-                    .map_or("-".into(), |s| thousands(s.tokens)),
+                    .map_or("-".into(), |s| thousands(s.tokens.into())),
             )));
             let slot = app.view.as_ref().and_then(|v| v.slots.get(ix));
             let how = match (&app.view, slot.and_then(|s| s.reducer)) {

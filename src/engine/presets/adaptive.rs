@@ -36,7 +36,7 @@ fn tail_start(ctx: &Context, policy: &Policy) -> usize {
         .rev()
         .filter(|s| s.status.is_sent())
     {
-        tokens += slot.tokens;
+        tokens += u64::from(slot.tokens);
         if tokens > a.target_tokens {
             break;
         }

@@ -260,7 +260,7 @@ fn apply<'a>(
         }
         if at < scope_start {
             for ix in start..end {
-                let why = Why::BlockScope { turn };
+                let why = Why::BlockScope { turn: turn.into() };
                 ctx.set(ix, Status::Dropped, ReducerName::Block, why, 0);
             }
             continue;
@@ -279,9 +279,9 @@ fn apply<'a>(
                 if any {
                     let tokens = ctx.slots[ix].tokens;
                     let why = Why::BlockFirst {
-                        steps: b.keep_first_turns,
+                        steps: b.keep_first_turns.into(),
                     };
-                    ctx.set(ix, Status::Pinned, ReducerName::Block, why, tokens);
+                    ctx.set(ix, Status::Pinned, ReducerName::Block, why, tokens.into());
                 }
             }
         }
@@ -293,7 +293,9 @@ fn apply<'a>(
             for ix in s..e {
                 if ctx.events[ix].kind == Kind::ToolResult {
                     let lines = b.tool_output_max_lines;
-                    let why = Why::BlockRecent { lines };
+                    let why = Why::BlockRecent {
+                        lines: lines.into(),
+                    };
                     ctx.truncate(ix, Cut::HeadLines(lines as u32), ReducerName::Block, why);
                 }
             }
@@ -398,11 +400,14 @@ fn one_liners(
 fn mark(ctx: &mut Context, turn: i64, steps: &[(usize, usize)], fits: usize, b: &policy::Block) {
     for (at, &(start, end)) in steps.iter().enumerate() {
         let (status, why) = if at < fits {
-            (Status::Summarized, Why::BlockCompacted { turn })
+            (
+                Status::Summarized,
+                Why::BlockCompacted { turn: turn.into() },
+            )
         } else {
             let why = Why::BlockOverflow {
-                turn,
-                max_summary_tokens: b.max_summary_tokens,
+                turn: turn.into(),
+                max_summary_tokens: b.max_summary_tokens.into(),
             };
             (Status::Dropped, why)
         };

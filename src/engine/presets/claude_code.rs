@@ -117,8 +117,8 @@ pub fn project<'a>(
         }
         let why = match call {
             Some(call) => Why::Microcompacted {
-                call,
-                idle_minutes: c.idle_minutes,
+                call: call.into(),
+                idle_minutes: c.idle_minutes.into(),
             },
             None => Why::ClearedByHost,
         };
@@ -193,8 +193,8 @@ fn clear(
         };
         let why = match state.pruned.binary_search_by_key(&seq, |p| p.0) {
             Ok(at) => Why::Microcompacted {
-                call: state.pruned[at].1,
-                idle_minutes: c.idle_minutes,
+                call: state.pruned[at].1.into(),
+                idle_minutes: c.idle_minutes.into(),
             },
             Err(_) if by_host() == Some(true) => Why::ClearedByHost,
             Err(_) => continue,

@@ -205,7 +205,7 @@ pub fn project<'a>(
     ctx = apply_cover(ctx, cover);
     drop_markers(&mut ctx);
     let why = Why::CodexKept {
-        max_tokens: x.user_message_max_tokens,
+        max_tokens: x.user_message_max_tokens.into(),
     };
     for &(ix, cut) in &kept {
         if ix < first {

@@ -170,8 +170,8 @@ pub fn project<'a>(
         };
         if ctx.slots[ix].status == Status::Verbatim {
             let why = Why::Pruned {
-                call,
-                protect: o.prune_protect,
+                call: call.into(),
+                protect: o.prune_protect.into(),
             };
             ctx.set(ix, Status::Stubbed, ReducerName::Prune, why, cleared);
         }

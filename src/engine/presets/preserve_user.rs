@@ -45,7 +45,9 @@ fn keep_users(
     let max_user_tokens = policy.preserve_user.max_user_tokens;
     let kept: Vec<(usize, u64)> = kept(ctx, span, policy, ctx.settled).collect();
     for (ix, tokens) in kept {
-        let why = Why::UserKept { max_user_tokens };
+        let why = Why::UserKept {
+            max_user_tokens: max_user_tokens.into(),
+        };
         ctx.set(ix, Status::Pinned, ReducerName::PreserveUser, why, tokens);
     }
 }

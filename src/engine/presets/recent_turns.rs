@@ -54,7 +54,7 @@ fn cap_turns(
         let kept = |ctx: &Context, ix: usize| ctx.slots[ix].status == Status::Verbatim;
         let tokens: u64 = (start..end)
             .filter(|&ix| kept(ctx, ix))
-            .map(|ix| ctx.slots[ix].tokens)
+            .map(|ix| u64::from(ctx.slots[ix].tokens))
             .sum();
         if tokens > cap {
             let cuttable =
@@ -62,14 +62,14 @@ fn cap_turns(
             let fixed: u64 = (start..end)
                 .filter(|&ix| kept(ctx, ix))
                 .filter(|&ix| !cuttable(ctx.events[ix].kind))
-                .map(|ix| ctx.slots[ix].tokens)
+                .map(|ix| u64::from(ctx.slots[ix].tokens))
                 .sum();
             let mut left = cap.saturating_sub(fixed);
             for ix in (start..end).rev() {
                 if !kept(ctx, ix) || !cuttable(ctx.events[ix].kind) {
                     continue;
                 }
-                let own = ctx.slots[ix].tokens;
+                let own = u64::from(ctx.slots[ix].tokens);
                 let allowed = own.min(left);
                 left -= allowed;
                 if allowed < own {
@@ -83,7 +83,10 @@ fn cap_turns(
                         ix,
                         Cut::Head(keep),
                         ReducerName::TurnCap,
-                        Why::TurnCap { turn, cap },
+                        Why::TurnCap {
+                            turn: turn.into(),
+                            cap: cap.into(),
+                        },
                     );
                 }
             }

@@ -28,15 +28,15 @@ pub fn project<'a>(
         match ctx.events[ix].kind {
             Kind::ToolResult if chars > s.tool_result_chars => {
                 let why = Why::Structural {
-                    keep_recent: s.keep_recent,
-                    limit: s.tool_result_chars,
+                    keep_recent: s.keep_recent.into(),
+                    limit: s.tool_result_chars.into(),
                 };
                 carry.trimmed |= elide(&mut ctx, ix, ReducerName::Structural, why);
             }
             Kind::Assistant if chars > s.narrative_chars => {
                 let why = Why::Structural {
-                    keep_recent: s.keep_recent,
-                    limit: s.narrative_chars,
+                    keep_recent: s.keep_recent.into(),
+                    limit: s.narrative_chars.into(),
                 };
                 ctx.truncate(
                     ix,

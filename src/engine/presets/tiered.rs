@@ -46,7 +46,7 @@ pub fn project<'a>(
     fired.push(name);
     let why = Why::Tier {
         phase,
-        from: (from * 100.0).round() as u64,
+        from: ((from * 100.0).round() as u64).into(),
     };
     for ix in start..keep_window_start(&ctx, ctx.events.len(), t.keep_recent) {
         match ctx.events[ix].kind {

@@ -29,13 +29,13 @@ fn tail_start(ctx: &Context, policy: &Policy) -> usize {
     let first = ctx.first_dialogue();
     let n = ctx.events.len();
     let own_turn = split::own_turn_start(ctx);
-    let system: u64 = ctx.slots[..first].iter().map(|s| s.tokens).sum();
+    let system: u64 = ctx.slots[..first].iter().map(|s| u64::from(s.tokens)).sum();
     let total = ctx.event_tokens() - system;
     let goal = (total as f64 * policy.token_fraction.keep_fraction).ceil() as u64;
     let mut kept = 0;
     let mut point = n - 1;
     for ix in (first..n).rev() {
-        kept += ctx.slots[ix].tokens;
+        kept += u64::from(ctx.slots[ix].tokens);
         point = ix;
         if kept >= goal {
             break;
