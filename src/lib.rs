@@ -26,7 +26,7 @@ pub mod tui;
 /// Hands the pages malloc holds free back to the system (glibc keeps them
 /// otherwise): called after a burst that freed much, such as a load's
 /// second half held aside, so that the resident memory is what is in use.
-pub fn give_back_freed_memory() {
+pub(crate) fn give_back_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free memory to the system.
     unsafe {

@@ -94,17 +94,18 @@ pub struct Session {
 }
 
 /// One row of `events`: the canonical, append-only history.
-#[derive(Clone, Debug, PartialEq)]
 ///
 /// Kept small, as a long log holds many: the session and tool names are
-/// shared between the events that name them (a loaded log shares them), the
-/// other strings are boxed, and the text is a `Text`.
+/// shared between the events that name them (a loaded log shares them),
+/// the time is held inline, the other strings are boxed, and the text is a
+/// `Text`.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Event {
     pub seq: i64,
     pub session_id: Arc<str>,
     pub turn: i64,
-    /// Held inline up to 24 bytes (an RFC 3339 time is 20 to 24): a long
-    /// log holds one per event.
+    /// Held inline up to 24 bytes (`2026-03-02T09:00:50.123Z` fits; a time
+    /// with an offset or finer fractions is boxed).
     pub ts: CompactString,
     pub kind: Kind,
     pub tool_name: Option<Arc<str>>,

@@ -248,7 +248,10 @@ impl TokenCache {
             wanted.dedup();
             let found = with_store(|store| {
                 let found = store.get(encoding, &wanted)?;
-                store.shrink()?;
+                if wanted.len() >= SHRINK_AFTER {
+                    // Only memory: a failure here is no reason to let the cache go.
+                    let _ = store.shrink();
+                }
                 Ok(found)
             });
             if let Some(found) = found {
@@ -309,6 +312,11 @@ impl TokenCache {
             .sum()
     }
 }
+
+/// A lookup of this many counts or more (a log's, not a policy text's)
+/// fills the persistent cache's page cache with pages not read again soon:
+/// they are given back after it.
+const SHRINK_AFTER: usize = 1_000;
 
 /// Whether counts go to the persistent cache: off unless the program asks.
 static PERSIST: AtomicBool = AtomicBool::new(false);

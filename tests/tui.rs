@@ -593,14 +593,7 @@ fn ampersand_filters_the_history_by_kind_tool_and_status() {
     app.step(Control::Confirm);
     let session = app.session().clone();
     let view = app.view.clone().unwrap();
-    let shown: Vec<usize> = app
-        .rows
-        .iter()
-        .filter_map(|r| match r {
-            ctxlens::tui::app::HistoryRow::Event(ix) => Some(*ix as usize),
-            _ => None,
-        })
-        .collect();
+    let shown: Vec<usize> = app.rows.iter().filter_map(|r| r.index()).collect();
     assert!(!shown.is_empty());
     for &ix in &shown {
         assert_eq!(session.events[ix].tool_name.as_deref(), Some("read_file"));

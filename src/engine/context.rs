@@ -145,14 +145,14 @@ impl Counts {
     /// all cores and counted through the token cache, so that what an
     /// earlier run counted is looked up, not counted again.
     pub fn alter_all(&self, session: &SessionLog, ixs: &[usize], how: Cut) {
-        let Ok(mut memo) = self.altered.lock() else {
+        // Not held while reading and counting: other threads' `altered` go on.
+        let Ok(wanted) = self.altered.lock().map(|memo| {
+            (ixs.iter().copied())
+                .filter(|&ix| !memo.contains_key(&(ix, Some(how))))
+                .collect::<Vec<usize>>()
+        }) else {
             return;
         };
-        let wanted: Vec<usize> = ixs
-            .iter()
-            .copied()
-            .filter(|&ix| !memo.contains_key(&(ix, Some(how))))
-            .collect();
         // Read back in one pass over the log, not one query a text.
         let contents: Vec<&Text> = wanted
             .iter()
@@ -163,9 +163,12 @@ impl Counts {
         let mut tokens = TokenCache::new()
             .count_all(self.encoding, &made)
             .into_iter();
+        let Ok(mut memo) = self.altered.lock() else {
+            return;
+        };
         for (ix, text) in wanted.into_iter().zip(&texts) {
             let counted = text.as_ref().and_then(|_| tokens.next());
-            memo.insert((ix, Some(how)), counted);
+            memo.entry((ix, Some(how))).or_insert(counted);
         }
     }
 
@@ -474,8 +477,9 @@ pub struct Slot {
     pub status: Status,
     pub reducer: Option<ReducerName>,
     pub why: Why,
-    /// Tokens the event takes as sent (0 when not sent); an event's count
-    /// is 32 bits (see `Counts`), and so is anything cut from it.
+    /// Tokens the event takes as sent (0 when not sent): 32 bits, as an
+    /// event's count is (see `Counts`); `Context::set` saturates a larger
+    /// one (a stub or marker of over four billion tokens).
     pub tokens: u32,
     /// How a truncated event is cut.
     pub cut: Cut,
@@ -594,10 +598,13 @@ impl<'a> Context<'a> {
     ) -> Context<'a> {
         let events = session.seen_by(call);
         slots.truncate(events.len());
-        // Room for all the session's events: a walk over its calls grows
-        // the slots in place, not by copies.
-        slots.reserve(session.events.len().saturating_sub(slots.len()));
         let settled = slots.len();
+        if settled > 0 {
+            // Carried: room for all the session's events, so that a walk
+            // over its calls grows the slots in place, not by copies (a
+            // call projected from scratch holds only what it saw).
+            slots.reserve_exact(session.events.len().saturating_sub(settled));
+        }
         slots.extend((settled..events.len()).map(|ix| Slot::kept(&counts, ix)));
         let tokens = tokens + counts.raw(events.len()) - counts.raw(settled);
         Context {

@@ -327,13 +327,9 @@ impl Cover {
     /// `before` did: a span that moved its end alone (a summary or a
     /// placeholder either side) changes only the events past the nearer end.
     pub fn changed_from(self, before: Cover, ctx: &Context) -> usize {
-        match (before.span(ctx.session), self.span(ctx.session)) {
-            _ if before == self => ctx.events.len(),
-            (Some(a), Some(b)) if a.from_seq == b.from_seq => {
-                let to_seq = a.to_seq.min(b.to_seq);
-                ctx.events.partition_point(|e| e.seq <= to_seq)
-            }
-            _ => 0,
+        match before == self {
+            true => ctx.events.len(),
+            false => self.changed(before, ctx).start,
         }
     }
 
@@ -353,7 +349,7 @@ impl Cover {
 
 impl SummaryReducer<'_> {
     /// What stands for the oldest span, decided on the context as the
-    /// earlier reducers left it; `removable` is `removable_prefix` of it.
+    /// earlier reducers left it; `removable` is `extend_removable` of it.
     pub fn decide(
         &self,
         ctx: &Context,
@@ -416,7 +412,7 @@ pub fn apply_cover(ctx: Context, cover: Cover) -> Context {
 }
 
 /// Tokens of the sent dialogue events in `span` that a summary would take out,
-/// from `removable` (see `removable_prefix`).
+/// from `removable` (see `extend_removable`).
 fn removable_in(ctx: &Context, span: Span, removable: &[u64]) -> u64 {
     let first = ctx.first_dialogue();
     let start = ctx
@@ -430,22 +426,24 @@ fn removable_in(ctx: &Context, span: Span, removable: &[u64]) -> u64 {
 /// Brings `removable` up to date: the tokens a summary would take out of
 /// the events before each index (one more entry than events), made again
 /// from `ctx.settled` on, and shifted after each event made again before
-/// it (`Context::redone`) by what that takes out now less what it took out
-/// before (`was`, one per event made again).
-pub fn extend_removable(ctx: &Context, removable: &mut Vec<u64>, was: &[u64]) {
+/// it by what that takes out now less what it took out before (`was`: each
+/// event made again below `ctx.settled`, in order, with what it took out).
+pub fn extend_removable(ctx: &Context, removable: &mut Vec<u64>, was: &[(usize, u64)]) {
     removable.truncate(ctx.settled + 1);
     if removable.is_empty() {
         removable.push(0);
     }
     let first = ctx.first_dialogue();
-    let redone = ctx.redone();
     let mut shift = 0u64;
-    for (at, (&ix, &before)) in redone.iter().zip(was).enumerate() {
-        // Sums wrap as they shift, and come out whole.
+    for (at, &(ix, before)) in was.iter().enumerate() {
+        // The shift may be negative: in wrapping (two's-complement)
+        // arithmetic the sums still come out right.
         shift = shift
             .wrapping_add(removable_by(ctx, first, ix))
             .wrapping_sub(before);
-        let end = redone.get(at + 1).map_or(removable.len(), |&next| next + 1);
+        let end = was
+            .get(at + 1)
+            .map_or(removable.len(), |&(next, _)| next + 1);
         for sum in removable.get_mut(ix + 1..end).unwrap_or_default() {
             *sum = sum.wrapping_add(shift);
         }

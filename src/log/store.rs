@@ -293,8 +293,9 @@ impl Store {
         tx.finish()?;
         self.loaded_version = Some(version);
         // The pages read for the load are not wanted again: SQLite's page
-        // cache gives them back rather than holding them for the run.
-        self.conn.execute_batch("PRAGMA shrink_memory")?;
+        // cache gives them back rather than holding them for the run (only
+        // memory: the load stands whatever this says).
+        let _ = self.conn.execute_batch("PRAGMA shrink_memory");
         Ok(changes)
     }
 
@@ -384,7 +385,6 @@ fn read_event_range(
     )?;
     let mut rows = stmt.query([after, upto])?;
     let mut notes = Vec::new();
-    let source = Arc::clone(texts);
     // Session and tool names, one copy each, shared by the events naming them.
     let mut names: HashSet<Arc<str>> = HashSet::new();
     let mut name = |text: &str| -> Arc<str> {
@@ -406,7 +406,7 @@ fn read_event_range(
             kind,
             tool_name: row.get_ref(5)?.as_str_or_null()?.map(&mut name),
             call_id: row.get(6)?,
-            content: Text::stored(source.clone(), row.get(9)?, row.get_ref(7)?.as_str()?),
+            content: Text::stored(Arc::clone(texts), row.get(9)?, row.get_ref(7)?.as_str()?),
             meta: row.get(8)?,
         };
         if !budget.take(event.meta.as_ref().map_or(0, |m| m.len())) {

@@ -75,10 +75,11 @@ impl Measure {
         let astral = saturate(text.bytes().filter(|&b| b >= 0xF0).count());
         Measure {
             hash,
-            trimmed: match trimmed.len() == text.len() {
-                true => hash,
-                false => tokens::hash(trimmed),
-            } as u64,
+            trimmed: if trimmed.len() == text.len() {
+                hash as u64
+            } else {
+                tokens::hash(trimmed) as u64
+            },
             bytes: saturate(text.len()),
             chars,
             utf16: chars.saturating_add(astral),

@@ -121,7 +121,8 @@ impl Mode {
 /// One row of the history pane: an event, or the rule at a split point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HistoryRow {
-    /// By index into the session's events (four bytes: a long log has many rows).
+    /// By index into the session's events, in 32 bits (a row is 8 bytes:
+    /// a long log has many rows).
     Event(u32),
     Split,
 }
@@ -129,6 +130,14 @@ pub enum HistoryRow {
 impl HistoryRow {
     pub fn event(ix: usize) -> HistoryRow {
         HistoryRow::Event(u32::try_from(ix).unwrap_or(u32::MAX))
+    }
+
+    /// The event's index, for an event's row.
+    pub fn index(self) -> Option<usize> {
+        match self {
+            HistoryRow::Event(ix) => Some(ix as usize),
+            HistoryRow::Split => None,
+        }
     }
 }
 
@@ -842,8 +851,8 @@ impl App {
             }
         }
         self.rows = rows;
-        if let Some(HistoryRow::Event(ix)) = selected {
-            self.history_sel = self.row_of(ix as usize);
+        if let Some(ix) = selected.and_then(HistoryRow::index) {
+            self.history_sel = self.row_of(ix);
         }
         self.history_sel = self.history_sel.min(self.rows.len().saturating_sub(1));
     }
@@ -871,17 +880,14 @@ impl App {
             // Filtered: the event's row, or the first row after it.
             self.rows
                 .iter()
-                .position(|r| matches!(r, HistoryRow::Event(ix) if *ix as usize >= event))
+                .position(|r| r.index().is_some_and(|ix| ix >= event))
         })
         .unwrap_or(0)
     }
 
     /// The event selected in the history pane.
     pub fn selected_event(&self) -> Option<usize> {
-        match self.rows.get(self.history_sel)? {
-            HistoryRow::Event(ix) => Some(*ix as usize),
-            HistoryRow::Split => None,
-        }
+        self.rows.get(self.history_sel)?.index()
     }
 
     fn sync_from_history(&mut self) {

@@ -247,8 +247,8 @@ fn count_off_the_input_path(app: &App, tx: mpsc::Sender<Msg>) {
         if let Some(policy) = first.and_then(|call| cache.policy(&choice, call).ok()) {
             cache.counts(session, policy.budget.encoding);
         }
-        crate::give_back_freed_memory();
         let _ = tx.send(Msg::Counted(Box::new(cache)));
+        crate::give_back_freed_memory();
     });
 }
 
@@ -261,10 +261,10 @@ fn spawn_worker(tx: mpsc::Sender<Msg>) -> mpsc::Sender<app::MetricsJob> {
             let job = queue.try_iter().last().unwrap_or(first);
             let generation = job.generation;
             let metrics = job.run();
-            crate::give_back_freed_memory();
             if tx.send(Msg::Metrics(generation, metrics)).is_err() {
                 break;
             }
+            crate::give_back_freed_memory();
         }
     });
     jobs

@@ -84,29 +84,39 @@ pub struct Messages {
     users: Vec<usize>,
 }
 
+/// What a user message is to codex: the initial context, a real message,
+/// or a summary codex wrote.
+#[derive(Clone, Copy)]
+enum UserText {
+    Initial,
+    Real,
+    Summary,
+}
+
 impl Messages {
     /// Adds the events from `from` on, the user messages' texts read in
     /// one pass (not one read each, from a stored log).
     fn extend(&mut self, events: &[Event], from: usize, x: &Codex) {
         let new = events.get(from..).unwrap_or_default();
         let users: Vec<&Event> = new.iter().filter(|e| e.kind == Kind::User).collect();
-        // Of each user message: initial context (Some(true)), a real one
-        // (Some(false)), or a summary.
-        let mut initial = vec![None; users.len()];
+        let mut what = vec![UserText::Summary; users.len()];
         Text::each(users.iter().map(|e| &e.content), |at, text| {
-            initial[at] = match text {
-                text if is_contextual(&text) => Some(true),
-                text => (!text.starts_with(&x.summary_prefix)).then_some(false),
+            what[at] = if is_contextual(&text) {
+                UserText::Initial
+            } else if text.starts_with(&x.summary_prefix) {
+                UserText::Summary
+            } else {
+                UserText::Real
             };
         });
-        let mut initial = initial.into_iter();
+        let mut what = what.into_iter();
         for (ix, e) in (from..).zip(new) {
             match e.kind {
                 Kind::System => self.initial.push(ix),
-                Kind::User => match initial.next().flatten() {
-                    Some(true) => self.initial.push(ix),
-                    Some(false) => self.users.push(ix),
-                    None => {}
+                Kind::User => match what.next() {
+                    Some(UserText::Initial) => self.initial.push(ix),
+                    Some(UserText::Real) => self.users.push(ix),
+                    Some(UserText::Summary) | None => {}
                 },
                 _ => {}
             }

@@ -57,9 +57,9 @@ pub fn project<'a>(
     });
     let changed = base.with_partners(expired.into_iter().chain(moved));
     let first = base.first_dialogue();
-    let was: Vec<u64> = (changed.iter())
+    let was: Vec<(usize, u64)> = (changed.iter())
         .filter(|&&ix| ix < base.settled)
-        .map(|&ix| removable_by(&base, first, ix))
+        .map(|&ix| (ix, removable_by(&base, first, ix)))
         .collect();
     base.redo_at(&changed);
     retention.reduce(&mut base, &results);
