@@ -464,8 +464,7 @@ fn pin(ctx: &mut Context, pins: &crate::policy::Pin, carry: &mut Carry) {
                     status: Status::Pinned,
                     reducer: Some(ReducerName::Pin),
                     why: Why::PinnedByPolicy,
-                    tokens: ctx.counts.events.get(ix).copied().unwrap_or(0),
-                    cut: Cut::Whole,
+                    ..Slot::kept(&ctx.counts, ix)
                 };
                 // Pinned again as at the call before: its layout has it.
                 match carry.restored.binary_search(&ix) {
