@@ -164,6 +164,26 @@ fn a_loaded_events_text_is_read_back_from_the_log_and_says_so_when_the_row_chang
 }
 
 #[test]
+fn a_column_of_the_wrong_type_is_named_in_the_load_error() {
+    for column in ["session_id", "ts", "kind", "tool_name", "content"] {
+        let dir = TempDir::new().unwrap();
+        let (path, mut writer) = new_log(&dir);
+        writer.append(&every_kind()).unwrap();
+        drop(writer);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.pragma_update(None, "foreign_keys", false).unwrap();
+        let sql = format!("UPDATE events SET {column} = x'00ff' WHERE kind = 'tool_result'");
+        conn.execute(&sql, []).unwrap();
+        drop(conn);
+        let error = Store::open(&path).unwrap().load().unwrap_err().to_string();
+        assert!(
+            error.contains(&format!("name: {column}")) && error.contains("Blob"),
+            "{column}: {error}"
+        );
+    }
+}
+
+#[test]
 fn the_model_derives_turns_steps_and_pairs() {
     let dir = TempDir::new().unwrap();
     let (path, mut writer) = new_log(&dir);

@@ -54,16 +54,6 @@ enum ReadError {
     TooLarge(String),
 }
 
-impl From<rusqlite::types::FromSqlError> for ReadError {
-    fn from(error: rusqlite::types::FromSqlError) -> ReadError {
-        ReadError::Sqlite(rusqlite::Error::FromSqlConversionFailure(
-            4,
-            rusqlite::types::Type::Text,
-            Box::new(error),
-        ))
-    }
-}
-
 impl From<rusqlite::Error> for ReadError {
     fn from(error: rusqlite::Error) -> ReadError {
         ReadError::Sqlite(error)
@@ -396,17 +386,16 @@ fn read_event_range(
         new
     };
     while let Some(row) = rows.next()? {
-        let kind_text = row.get_ref(4)?.as_str()?;
-        let kind = Kind::parse(kind_text);
+        let kind = Kind::parse(text(row, 4)?);
         let event = Event {
             seq: row.get(0)?,
-            session_id: name(row.get_ref(1)?.as_str()?),
+            session_id: name(text(row, 1)?),
             turn: row.get(2)?,
-            ts: row.get_ref(3)?.as_str()?.into(),
+            ts: text(row, 3)?.into(),
             kind,
-            tool_name: row.get_ref(5)?.as_str_or_null()?.map(&mut name),
+            tool_name: text_or_null(row, 5)?.map(&mut name),
             call_id: row.get(6)?,
-            content: Text::stored(Arc::clone(texts), row.get(9)?, row.get_ref(7)?.as_str()?),
+            content: Text::stored(Arc::clone(texts), row.get(9)?, text(row, 7)?),
             meta: row.get(8)?,
         };
         if !budget.take(event.meta.as_ref().map_or(0, |m| m.len())) {
@@ -416,7 +405,7 @@ fn read_event_range(
             notes.push(LoadNote {
                 session_id: event.session_id.to_string(),
                 seq: Some(event.seq),
-                message: format!("unknown event kind '{}'", row.get_ref(4)?.as_str()?),
+                message: format!("unknown event kind '{}'", text(row, 4)?),
             });
         }
         push(event);
@@ -503,6 +492,29 @@ impl TextSource for Texts {
     fn name(&self) -> String {
         self.path.display().to_string()
     }
+}
+
+/// Column `ix` of `row` as text, borrowed (without a copy, as `row.get`
+/// makes); a value of another type is the error `row.get` gives, naming
+/// the column.
+fn text<'r>(row: &'r Row, ix: usize) -> rusqlite::Result<&'r str> {
+    let value = row.get_ref(ix)?;
+    value
+        .as_str()
+        .map_err(|_| wrong_type(row, ix, value.data_type()))
+}
+
+/// `text`, with NULL as `None`.
+fn text_or_null<'r>(row: &'r Row, ix: usize) -> rusqlite::Result<Option<&'r str>> {
+    let value = row.get_ref(ix)?;
+    value
+        .as_str_or_null()
+        .map_err(|_| wrong_type(row, ix, value.data_type()))
+}
+
+fn wrong_type(row: &Row, ix: usize, found: rusqlite::types::Type) -> rusqlite::Error {
+    let name = row.as_ref().column_name(ix).unwrap_or_default();
+    rusqlite::Error::InvalidColumnType(ix, name.to_string(), found)
 }
 
 /// Makes room in each session for its events with rowid in (after, upto],
