@@ -8,7 +8,8 @@ mod bpe;
 pub mod store;
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -262,13 +263,25 @@ impl TokenCache {
                 }
             }
         }
-        // What neither knows, each distinct text once.
-        let mut seen = HashSet::with_hasher(FixedState::default());
+        // What neither knows, each distinct text once; a text met again
+        // takes the count of its first position.
+        let mut first = HashMap::with_hasher(FixedState::default());
+        let mut again: Vec<(usize, usize)> = Vec::new();
         let missing: Vec<usize> = unknown
             .into_iter()
-            .filter(|&i| known[i].is_none() && seen.insert(hashes[i]))
+            .filter(|&i| known[i].is_none())
+            .filter(|&i| match first.entry(hashes[i]) {
+                Entry::Vacant(entry) => {
+                    entry.insert(i);
+                    true
+                }
+                Entry::Occupied(entry) => {
+                    again.push((i, *entry.get()));
+                    false
+                }
+            })
             .collect();
-        drop(seen);
+        drop(first);
         let total: usize = missing.iter().map(|&i| bytes[i]).sum();
         let progress = progress_bar(total as u64, encoding);
         let mut rest = &missing[..];
@@ -276,31 +289,35 @@ impl TokenCache {
             let end = batch_len(rest.iter().map(|&i| bytes[i]));
             let (batch, after) = rest.split_at(end);
             rest = after;
-            let counted: Vec<(Hash, u32)> = read(batch)
+            let counted: Vec<(usize, u32)> = read(batch)
                 .par_iter()
                 .map(|(i, text)| {
                     let tokens = saturate(encoding.count(text));
                     progress.inc(text.len() as u64);
-                    (hashes[*i], tokens)
+                    (*i, tokens)
                 })
                 .collect();
-            with_store(|store| store.put(encoding, &counted));
-            self.counts.extend(
-                counted
-                    .into_iter()
-                    .map(|(h, tokens)| ((encoding, h), tokens)),
-            );
+            let by_hash: Vec<(Hash, u32)> = counted.iter().map(|&(i, n)| (hashes[i], n)).collect();
+            // Kept in the persistent cache, where a later lookup finds them;
+            // only without one in this cache's map, which would otherwise
+            // hold a log's worth for the rest of the process.
+            if with_store(|store| store.put(encoding, &by_hash)).is_none() {
+                self.counts
+                    .extend(by_hash.iter().map(|&(h, n)| ((encoding, h), n)));
+            }
+            for (i, tokens) in counted {
+                known[i] = Some(tokens);
+            }
         }
         progress.finish_and_clear();
-        known
-            .into_iter()
-            .zip(hashes)
-            .map(|(known, h)| {
-                known
-                    .or_else(|| self.counts.get(&(encoding, *h)).copied())
-                    .unwrap_or(0)
-            })
-            .collect()
+        if missing.len() >= SHRINK_AFTER {
+            // As after a lookup, and never a reason to let the cache go.
+            with_store(|store| Ok(store.shrink().ok()));
+        }
+        for (i, earlier) in again {
+            known[i] = known[earlier];
+        }
+        known.into_iter().map(|n| n.unwrap_or(0)).collect()
     }
 
     /// Counts every event (see [`TokenCache::count_texts`]); returns their total.
@@ -313,9 +330,9 @@ impl TokenCache {
     }
 }
 
-/// A lookup of this many counts or more (a log's, not a policy text's)
-/// fills the persistent cache's page cache with pages not read again soon:
-/// they are given back after it.
+/// A lookup or a write of this many counts or more (a log's, not a policy
+/// text's) fills the persistent cache's page cache with pages not read
+/// again soon: they are given back after it.
 const SHRINK_AFTER: usize = 1_000;
 
 /// Whether counts go to the persistent cache: off unless the program asks.

@@ -1,4 +1,4 @@
-//! The counts ctxlens makes (with bpe-openai) against tiktoken-rs, the
+//! The counts ctxlens makes (its rank merge over bpe-openai's vocabulary) against tiktoken-rs, the
 //! reference: the same over the sample sessions and over real transcripts
 //! (skipped, saying so, when those are absent). Long text is compared as
 //! ctxlens counts it, chunk by chunk, and also whole.
@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use ctxlens::tokens::{CHUNK_BYTES, Encoding, chunks};
+use proptest::prelude::*;
 use tiktoken_rs::CoreBPE;
 
 const ENCODINGS: [Encoding; 2] = [Encoding::O200kBase, Encoding::Cl100kBase];
@@ -154,6 +155,26 @@ fn awkward_text_counts_as_tiktoken_does() {
             .map(|(i, t)| (format!("text {i}"), *t)),
     );
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+proptest! {
+    /// Text made of runs that join in many orders: repeated letters and
+    /// punctuation (long pieces, where the merge's pairs tie), digits, mixed
+    /// case, whitespace runs, multi-byte letters and bytes of emoji.
+    #[test]
+    fn any_text_counts_as_tiktoken_does(
+        runs in prop::collection::vec(
+            (prop::sample::select(vec![
+                "a", "ab", "e", "the", "T", "x", "=", "-", "/", "_", ".", "0", "7",
+                " ", "  ", "\t", "\n", "\r\n", "é", "漢", "ん", "👩‍👧", "'s", "<|", "|>",
+            ]), 1..40usize),
+            0..24,
+        )
+    ) {
+        let text: String = runs.iter().map(|(run, times)| run.repeat(*times)).collect();
+        let bad = mismatches([(format!("{text:?}"), text.as_str())]);
+        prop_assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
 }
 
 /// Every file under `dir`, sorted.

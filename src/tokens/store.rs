@@ -111,7 +111,8 @@ impl Store {
     }
 
     /// Gives back the memory SQLite holds for pages read (a lookup of a
-    /// whole log's counts fills its page cache, which nothing reads again soon).
+    /// whole log's counts, or a write of them, fills its page cache, which
+    /// nothing reads again soon).
     pub fn shrink(&self) -> rusqlite::Result<()> {
         self.conn.execute_batch("PRAGMA shrink_memory")
     }
