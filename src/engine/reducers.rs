@@ -32,11 +32,7 @@ impl<'p> ToolResults<'p> {
     pub fn reduce(&self, ctx: &mut Context, results: &[Vec<usize>]) {
         let mut tools = self.tools(ctx);
         for ix in ctx.unsettled() {
-            let newer = || {
-                let all = &results[tool_at(ctx, ix, results.len())];
-                all.len() - all.partition_point(|&at| at <= ix)
-            };
-            match self.retain(ctx, ix, &mut tools, newer) {
+            match self.retain(ctx, ix, &mut tools, || newer(ctx, ix, results)) {
                 Retained::Kept => {}
                 Retained::NeverEvict => {
                     // Marked, so the summary reducer pins the pair.
@@ -126,43 +122,43 @@ impl<'p> ToolResults<'p> {
         }
     }
 
-    /// Tokens of the dialogue's events as retention leaves them, in runs
-    /// of a turn, newest first (the window by tokens reads them).
-    fn runs(&self, ctx: &Context) -> impl Iterator<Item = (i64, u64)> {
+    /// Brings `runs` to this call: the events from `seen` on added, and
+    /// those retention may treat otherwise than at the call before
+    /// (`changed`, see `changed`) counted again. `results` holds the indices
+    /// of each tool's results (see `index_results`).
+    pub fn update_runs(
+        &self,
+        ctx: &Context,
+        runs: &mut Runs,
+        seen: usize,
+        changed: &[usize],
+        results: &[Vec<usize>],
+    ) {
         let mut tools = self.tools(ctx);
-        // Newest first: how many of each tool's results came after.
-        let mut seen = vec![0; tools.len()];
-        let len = tools.len();
-        let mut ix = ctx.events.len();
-        let mut run: Option<(i64, u64)> = None;
-        std::iter::from_fn(move || {
-            while ix > 0 {
-                ix -= 1;
-                let event = &ctx.events[ix];
-                if event.kind == Kind::System {
-                    continue;
-                }
-                let newer = || {
-                    let count = &mut seen[tool_at(ctx, ix, len)];
-                    *count += 1;
-                    *count - 1
-                };
-                let tokens = match self.retain(ctx, ix, &mut tools, newer) {
-                    Retained::Stubbed(_, tokens) => tokens,
-                    _ => ctx.raw_tokens(ix),
-                };
-                match run {
-                    Some((turn, ref mut sum)) if turn == event.turn => *sum += tokens,
-                    done => {
-                        run = Some((event.turn, tokens));
-                        if done.is_some() {
-                            return done;
-                        }
-                    }
-                }
+        let mut tokens =
+            |ix: usize| match self.retain(ctx, ix, &mut tools, || newer(ctx, ix, results)) {
+                Retained::Stubbed(_, tokens) => tokens,
+                _ => ctx.raw_tokens(ix),
+            };
+        for &ix in changed.iter().filter(|&&ix| ix < seen) {
+            let now = tokens(ix);
+            let at = runs.runs.partition_point(|&(first, ..)| first <= ix) - 1;
+            runs.runs[at].2 = runs.runs[at].2 - runs.tokens[ix] + now;
+            runs.tokens[ix] = now;
+        }
+        runs.tokens.truncate(seen);
+        for (ix, event) in ctx.events.iter().enumerate().skip(seen) {
+            if event.kind == Kind::System {
+                runs.tokens.push(0);
+                continue;
             }
-            run.take()
-        })
+            let now = tokens(ix);
+            runs.tokens.push(now);
+            match runs.runs.last_mut() {
+                Some((_, turn, sum)) if *turn == event.turn => *sum += now,
+                _ => runs.runs.push((ix, event.turn, now)),
+            }
+        }
     }
 
     fn tools(&self, ctx: &Context) -> Tools<'p> {
@@ -213,6 +209,23 @@ fn tool_at(ctx: &Context, ix: usize, len: usize) -> usize {
     ctx.session.tool_of(ix).map_or(len - 1, usize::from)
 }
 
+/// How many results of its tool the call saw after the one at `ix`.
+fn newer(ctx: &Context, ix: usize, results: &[Vec<usize>]) -> usize {
+    let all = &results[tool_at(ctx, ix, results.len())];
+    all.len() - all.partition_point(|&at| at <= ix)
+}
+
+/// The dialogue's tokens as retention leaves them at a call, in runs of a
+/// turn (system events aside, as the window leaves them be), carried from
+/// call to call: what the window by tokens reads, newest first.
+#[derive(Clone, Debug, Default)]
+pub struct Runs {
+    /// Each event's tokens as retention left them (system events: 0).
+    tokens: Vec<u64>,
+    /// Each run's first event, its turn and its tokens, oldest first.
+    runs: Vec<(usize, i64, u64)>,
+}
+
 /// Reducer 2: the sliding window on dialogue, by turns and by tokens.
 pub struct Window<'p>(pub &'p policy::Window);
 
@@ -221,8 +234,9 @@ pub struct Window<'p>(pub &'p policy::Window);
 pub type Bounds = (i64, i64);
 
 impl Window<'_> {
-    /// Where the window stands at the call, on the tokens retention leaves.
-    pub fn bounds(&self, ctx: &Context, results: &ToolResults) -> Bounds {
+    /// Where the window stands at the call, on the tokens retention leaves
+    /// (`runs`, brought to the call by `ToolResults::update_runs`).
+    pub fn bounds(&self, ctx: &Context, runs: &Runs) -> Bounds {
         let call_turn = ctx.call.turn;
         let mut turns = i64::MIN;
         if self.0.max_turns > 0 {
@@ -232,7 +246,7 @@ impl Window<'_> {
         if self.0.max_tokens > 0 {
             // Newest turns first, as long as they fit; the call's own turn always stays.
             let mut used = 0u64;
-            for (turn, tokens) in results.runs(ctx) {
+            for &(_, turn, tokens) in runs.runs.iter().rev() {
                 used += tokens;
                 if used > self.0.max_tokens && turn < call_turn {
                     oldest_kept = oldest_kept.max(turn + 1);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::engine::context::{Context, Slot};
 use crate::engine::reducers::{
-    Bounds, SummaryReducer, ToolResults, Window, apply_cover, extend_removable, removable_by,
+    Bounds, Runs, SummaryReducer, ToolResults, Window, apply_cover, extend_removable, removable_by,
 };
 use crate::engine::{Carry, State, trigger};
 use crate::policy::{Budget, Policy};
@@ -21,6 +21,8 @@ pub struct Carried {
     removable: Vec<u64>,
     window: Option<Bounds>,
     results: Vec<Vec<usize>>,
+    /// Kept only for a window by tokens.
+    runs: Runs,
 }
 
 pub fn project<'a>(
@@ -38,6 +40,7 @@ pub fn project<'a>(
         mut removable,
         window,
         mut results,
+        mut runs,
     } = std::mem::take(&mut carry.pipeline);
     // Retention and the window, on the slots the call before left them,
     // made again for the new events and the few earlier ones whose place
@@ -48,10 +51,13 @@ pub fn project<'a>(
     let retention = ToolResults(&policy.tool_results);
     let sliding = Window(&policy.window);
     ToolResults::index_results(&base, carry.seen, &mut results);
-    let bounds = sliding.bounds(&base, &retention);
+    let expired = retention.changed(&base, carry.turn, carry.seen, &results);
+    if policy.window.max_tokens > 0 {
+        retention.update_runs(&base, &mut runs, carry.seen, &expired, &results);
+    }
+    let bounds = sliding.bounds(&base, &runs);
     base.redo_from(base.pairs_from(carry.seen));
     base.never_evict = never_evict;
-    let expired = retention.changed(&base, carry.turn, carry.seen, &results);
     let moved = window.map_or(0..carry.seen, |before| {
         Window::changed(&base, before, bounds)
     });
@@ -95,6 +101,7 @@ pub fn project<'a>(
         removable,
         window: Some(bounds),
         results,
+        runs,
     };
     apply_cover(ctx, cover)
 }
