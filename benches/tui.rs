@@ -72,14 +72,17 @@ fn edit(c: &mut Criterion) {
     };
     let mut group = c.benchmark_group("policy edit, 100k events");
     group.sample_size(20);
-    for (what, keep) in [("keep_turns 3 -> 5", 5), ("keep_turns 3 -> 200", 200)] {
+    for (what, set) in [
+        ("keep_turns 3 -> 5", "tool_results.keep_turns=5"),
+        ("keep_turns 3 -> 200", "tool_results.keep_turns=200"),
+        ("window.max_tokens 0 -> 200000", "window.max_tokens=200000"),
+    ] {
         let name = format!("re-project the selected call ({what})");
         group.bench_function(name, |b| {
             b.iter_batched(
                 fresh,
                 |(mut app, _jobs)| {
-                    app.set_overrides(vec![format!("tool_results.keep_turns={keep}")])
-                        .unwrap();
+                    app.set_overrides(vec![set.to_string()]).unwrap();
                     app
                 },
                 BatchSize::PerIteration,
