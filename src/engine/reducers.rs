@@ -144,6 +144,7 @@ impl<'p> ToolResults<'p> {
             let now = tokens(ix);
             let at = runs.runs.partition_point(|&(first, ..)| first <= ix) - 1;
             runs.runs[at].2 = runs.runs[at].2 - runs.tokens[ix] + now;
+            runs.total = runs.total - runs.tokens[ix] + now;
             runs.tokens[ix] = now;
         }
         runs.tokens.truncate(seen);
@@ -154,6 +155,7 @@ impl<'p> ToolResults<'p> {
             }
             let now = tokens(ix);
             runs.tokens.push(now);
+            runs.total += now;
             match runs.runs.last_mut() {
                 Some((_, turn, sum)) if *turn == event.turn => *sum += now,
                 _ => runs.runs.push((ix, event.turn, now)),
@@ -166,7 +168,7 @@ impl<'p> ToolResults<'p> {
     }
 
     /// Retention of the event at `ix`, with `newer` the number of results
-    /// of its tool the call saw after it (asked once, of results only).
+    /// of its tool the call saw after it (asked only where a rule counts them).
     fn retain(
         &self,
         ctx: &Context,
@@ -184,7 +186,6 @@ impl<'p> ToolResults<'p> {
             let stub_tokens = ctx.counts.fixed_text(rule.stub);
             (rule, stub_tokens)
         });
-        let count_before = newer() as u64;
         if rule.never_evict {
             return Retained::NeverEvict;
         }
@@ -195,7 +196,7 @@ impl<'p> ToolResults<'p> {
                     keep_turns: rule.keep_turns.into(),
                 })
             }
-            Mode::Count => (count_before >= rule.keep_last).then_some(Why::Count {
+            Mode::Count => (newer() as u64 >= rule.keep_last).then_some(Why::Count {
                 keep_last: rule.keep_last.into(),
             }),
         };
@@ -224,6 +225,8 @@ pub struct Runs {
     tokens: Vec<u64>,
     /// Each run's first event, its turn and its tokens, oldest first.
     runs: Vec<(usize, i64, u64)>,
+    /// The tokens of all the runs.
+    total: u64,
 }
 
 /// Reducer 2: the sliding window on dialogue, by turns and by tokens.
@@ -243,7 +246,8 @@ impl Window<'_> {
             turns = call_turn.saturating_sub(self.0.max_turns.min(i64::MAX as u64) as i64) + 1;
         }
         let mut oldest_kept = turns;
-        if self.0.max_tokens > 0 {
+        // Where all the turns fit, none is left out.
+        if self.0.max_tokens > 0 && runs.total > self.0.max_tokens {
             // Newest turns first, as long as they fit; the call's own turn always stays.
             let mut used = 0u64;
             for &(_, turn, tokens) in runs.runs.iter().rev() {
