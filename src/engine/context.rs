@@ -33,6 +33,9 @@ pub struct Counts {
     fixed: Arc<Mutex<Fixed>>,
     /// How many texts `fixed_text` has counted (rather than remembered).
     fixed_counted: Arc<std::sync::atomic::AtomicUsize>,
+    /// What codex found among the user messages, by its summary prefix:
+    /// read from the log by the first walk, not by every walk.
+    pub(crate) codex_messages: Arc<Mutex<HashMap<Box<str>, super::presets::codex::Messages>>>,
     /// How these counts map to what the provider counted, per call (id,
     /// unseen prefix, token ratio, by id), where the session's usage gave a fit.
     pub calibration: Option<Arc<Vec<(i64, f64, f64)>>>,
@@ -99,7 +102,21 @@ impl Counts {
             altered: Arc::default(),
             fixed: Arc::default(),
             fixed_counted: Arc::default(),
+            codex_messages: Arc::default(),
             calibration: None,
+        }
+    }
+
+    /// These counts with nothing remembered of what projections worked
+    /// out (texts cut or given by a policy, codex's messages): what a first
+    /// projection starts from, which tests hold the remembering to.
+    pub fn with_nothing_remembered(&self) -> Counts {
+        Counts {
+            altered: Arc::default(),
+            fixed: Arc::default(),
+            fixed_counted: Arc::default(),
+            codex_messages: Arc::default(),
+            ..self.clone()
         }
     }
 
@@ -178,11 +195,11 @@ impl Counts {
         self.encoding.count(text) as u64
     }
 
-    /// Tokens of a text the policy gives, the same at call after call (a
-    /// stub, opencode's cleared marker and continue message): counted the
-    /// first time (through the token cache, so that a later run need not
-    /// load the tokenizer for it) and remembered, so a megabyte stub costs
-    /// one count, not one per call.
+    /// Tokens of a text the same at call after call (a stub, opencode's
+    /// cleared marker and continue message, the text made for a split while
+    /// it holds): counted the first time (through the token cache, so that
+    /// a later run need not count it) and remembered, so a megabyte stub
+    /// costs one count, not one per call.
     pub fn fixed_text(&self, text: &str) -> u64 {
         let known = |memo: &Fixed| {
             memo.iter()

@@ -879,7 +879,11 @@ fn lay_out(
         }
     };
     own(&around.before, &mut head);
-    let made = ctx.made_text.as_deref().map_or(0, |t| ctx.counts.text(t));
+    // The text made for a split stays while the split holds: counted once.
+    let made = ctx
+        .made_text
+        .as_deref()
+        .map_or(0, |t| ctx.counts.fixed_text(t));
     match ctx.stand {
         Some(Stand::Summary(ix)) => {
             head.push((ItemRef::Summary(ix), summary_tokens(ctx, ix) + made))

@@ -10,7 +10,7 @@
 //! `trigger.on_request`.
 
 use super::{count_before, drop_markers, follow_marker};
-use crate::engine::context::{Context, Cut, Why};
+use crate::engine::context::{Context, Counts, Cut, Why};
 use crate::engine::reducers::apply_cover;
 use crate::engine::split::take_cover;
 use crate::engine::{Carry, ReducerName, Span, State, Status, cut_text};
@@ -68,7 +68,7 @@ pub fn is_contextual(text: &str) -> bool {
 /// is cut to when it crossed the limit. Earlier summaries are not kept.
 pub fn kept(events: &[Event], x: &Codex) -> Kept {
     let mut messages = Messages::default();
-    messages.extend(events, 0, x);
+    messages.read(events, 0, x);
     messages.kept(events, events.len(), x)
 }
 
@@ -82,6 +82,8 @@ pub type Kept = Vec<(usize, Option<u64>)>;
 pub struct Messages {
     initial: Vec<usize>,
     users: Vec<usize>,
+    /// How many events they were found among.
+    seen: usize,
 }
 
 /// What a user message is to codex: the initial context, a real message,
@@ -94,9 +96,48 @@ enum UserText {
 }
 
 impl Messages {
+    /// Adds the events from `from` on: those an earlier walk of the session
+    /// read (kept in `counts` by summary prefix, as the messages depend on
+    /// nothing else) are taken from there, the others read and kept there
+    /// for the next walk.
+    fn extend(&mut self, events: &[Event], from: usize, x: &Codex, counts: &Counts) {
+        let (n, prefix) = (events.len(), x.summary_prefix.as_str());
+        let mut from = from;
+        if let Ok(memo) = counts.codex_messages.lock()
+            && let Some(known) = memo.get(prefix)
+        {
+            let end = known.seen.min(n).max(from);
+            self.take(known, from, end);
+            from = end;
+        }
+        if from < n {
+            let mut read = Messages::default();
+            read.read(events, from, x);
+            self.take(&read, from, n);
+            if let Ok(mut memo) = counts.codex_messages.lock() {
+                let known = memo.entry(prefix.into()).or_default();
+                if known.seen == from {
+                    known.take(&read, from, n);
+                    known.seen = n;
+                }
+            }
+        }
+        self.seen = n;
+    }
+
+    /// Adds what `other` found among the events `from..end`.
+    fn take(&mut self, other: &Messages, from: usize, end: usize) {
+        let within = |list: &[usize]| {
+            let at = |ix: usize| list.partition_point(|&found| found < ix);
+            list[at(from)..at(end)].to_vec()
+        };
+        self.initial.extend(within(&other.initial));
+        self.users.extend(within(&other.users));
+    }
+
     /// Adds the events from `from` on, the user messages' texts read in
     /// one pass (not one read each, from a stored log).
-    fn extend(&mut self, events: &[Event], from: usize, x: &Codex) {
+    fn read(&mut self, events: &[Event], from: usize, x: &Codex) {
         let new = events.get(from..).unwrap_or_default();
         let users: Vec<&Event> = new.iter().filter(|e| e.kind == Kind::User).collect();
         let mut what = vec![UserText::Summary; users.len()];
@@ -189,7 +230,7 @@ pub fn project<'a>(
     // what is kept of the span moved.
     let (cover, mut from) = take_cover(&ctx, state, policy, &mut carry.cover);
     let messages = &mut carry.codex.messages;
-    messages.extend(ctx.events, carry.seen, x);
+    messages.extend(ctx.events, carry.seen, x, &ctx.counts);
     let before = carry.codex.kept.take();
     let kept = match (state.split, before) {
         (Some(span), Some((at, kept))) if at == span => kept,
