@@ -163,8 +163,9 @@ pub fn hash(text: &str) -> Hash {
     xxhash_rust::xxh3::xxh3_128(text.as_bytes())
 }
 
-/// Counts by (encoding, content hash), filled once per process, and backed
-/// by the persistent cache when [`use_persistent_cache`] turned it on.
+/// Counts by (encoding, content hash): kept in the persistent cache when
+/// [`use_persistent_cache`] turned it on (a count made is looked up there
+/// again, not held twice), else here, for the life of this value.
 #[derive(Debug, Default)]
 pub struct TokenCache {
     // Keys are hashes already: a fast hash of them is as good as SipHash.
@@ -191,7 +192,8 @@ impl TokenCache {
 
     /// The count of each of `texts`: from this cache, else from the
     /// persistent one, else counted on all cores (with a progress bar on a
-    /// terminal when there is a lot of text) and kept in both.
+    /// terminal when there is a lot of text) and kept in the persistent
+    /// cache, or here when there is none.
     pub fn count_all(&mut self, encoding: Encoding, texts: &[&str]) -> Vec<u32> {
         if encoding == Encoding::Chars4 {
             // Cheaper to count than to look up.
@@ -311,8 +313,11 @@ impl TokenCache {
         }
         progress.finish_and_clear();
         if missing.len() >= SHRINK_AFTER {
-            // As after a lookup, and never a reason to let the cache go.
-            with_store(|store| Ok(store.shrink().ok()));
+            with_store(|store| {
+                // As after a lookup: only memory, never a reason to let the cache go.
+                let _ = store.shrink();
+                Ok(())
+            });
         }
         for (i, earlier) in again {
             known[i] = known[earlier];

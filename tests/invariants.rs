@@ -214,7 +214,12 @@ fn build_with(turns: &[Turn], knobs: &Knobs, extra: &Extra) -> LogBuilder {
                 results += 1;
                 let content = format!("{} {}", TOOLS[tool], big(size));
                 let id = format!("c{results}");
-                b.push(Kind::ToolCall, Some((TOOLS[tool], &id)), "{}");
+                // Paths in some arguments, for executive's working files.
+                let args = match tool {
+                    0 | 1 => format!(r#"{{"path":"src/f{}.rs"}}"#, results % 5),
+                    _ => "{}".to_string(),
+                };
+                b.push(Kind::ToolCall, Some((TOOLS[tool], &id)), &args);
                 match extra.late.get(results % extra.late.len().max(1)) {
                     // A model call sees the tool call before its result.
                     Some(1) => {
@@ -554,6 +559,7 @@ fn steps_as_from_scratch(
     let mut projector = Projector::new(log);
     let mut state = State::default();
     let mut previous: std::sync::Arc<Vec<ItemRef>> = Default::default();
+    let mut scratches = Vec::new();
     for (at, call) in log.calls.iter().enumerate() {
         let policy = policies[usize::from(switch[at % switch.len()])];
         // From scratch with nothing remembered (what the stepped path
@@ -565,7 +571,19 @@ fn steps_as_from_scratch(
         prop_assert_eq!(projector.state(), &state, "state after call {}", call.id);
         // What a prompt cache could reuse of the call before's context.
         prop_assert_eq!(stepped.reused, scratch.prefix_reused_tokens(&previous));
-        previous = scratch.order;
+        previous = std::sync::Arc::clone(&scratch.order);
+        scratches.push(scratch);
+    }
+    // A second walk, as after a policy edit, takes up what the first
+    // remembered in the counts (codex's messages, executive's tool calls).
+    let mut again = Projector::new(log);
+    for (at, (call, scratch)) in log.calls.iter().zip(&scratches).enumerate() {
+        let policy = policies[usize::from(switch[at % switch.len()])];
+        same_projection(
+            &again.project(call, policy, counts).unwrap(),
+            scratch,
+            policy,
+        )?;
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
-//! The counts ctxlens makes (its rank merge over bpe-openai's vocabulary) against tiktoken-rs, the
-//! reference: the same over the sample sessions and over real transcripts
-//! (skipped, saying so, when those are absent). Long text is compared as
-//! ctxlens counts it, chunk by chunk, and also whole.
+//! The counts ctxlens makes (its rank merge over bpe-openai's
+//! vocabulary) against tiktoken-rs, the reference: the same over the
+//! sample sessions, random text and real transcripts (skipped, saying so,
+//! when those are absent). Long text is compared as ctxlens counts it,
+//! chunk by chunk, and also whole.
 
 use std::path::{Path, PathBuf};
 

@@ -36,6 +36,8 @@ pub struct Counts {
     /// What codex found among the user messages, by its summary prefix:
     /// read from the log by the first walk, not by every walk.
     pub(crate) codex_messages: Arc<Mutex<HashMap<Box<str>, super::presets::codex::Messages>>>,
+    /// What executive found in the tool calls' arguments, likewise.
+    pub(crate) executive_read: Arc<Mutex<super::presets::executive::Read>>,
     /// How these counts map to what the provider counted, per call (id,
     /// unseen prefix, token ratio, by id), where the session's usage gave a fit.
     pub calibration: Option<Arc<Vec<(i64, f64, f64)>>>,
@@ -103,6 +105,7 @@ impl Counts {
             fixed: Arc::default(),
             fixed_counted: Arc::default(),
             codex_messages: Arc::default(),
+            executive_read: Arc::default(),
             calibration: None,
         }
     }
@@ -116,6 +119,7 @@ impl Counts {
             fixed: Arc::default(),
             fixed_counted: Arc::default(),
             codex_messages: Arc::default(),
+            executive_read: Arc::default(),
             ..self.clone()
         }
     }

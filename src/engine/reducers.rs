@@ -122,9 +122,10 @@ impl<'p> ToolResults<'p> {
         }
     }
 
-    /// Brings `runs` to this call: the events from `seen` on added, and
-    /// those retention may treat otherwise than at the call before
-    /// (`changed`, see `changed`) counted again. `results` holds the indices
+    /// Brings `runs`, made over the first `seen` events, to this call: the
+    /// events from `seen` on added, and the results retention may treat
+    /// otherwise than at the call before (`changed`, see
+    /// [`ToolResults::changed`]) counted again. `results` holds the indices
     /// of each tool's results (see `index_results`).
     pub fn update_runs(
         &self,
@@ -140,14 +141,14 @@ impl<'p> ToolResults<'p> {
                 Retained::Stubbed(_, tokens) => tokens,
                 _ => ctx.raw_tokens(ix),
             };
+        debug_assert_eq!(runs.tokens.len(), seen, "runs made over other events");
         for &ix in changed.iter().filter(|&&ix| ix < seen) {
             let now = tokens(ix);
-            let at = runs.runs.partition_point(|&(first, ..)| first <= ix) - 1;
-            runs.runs[at].2 = runs.runs[at].2 - runs.tokens[ix] + now;
+            let at = runs.runs.partition_point(|run| run.first <= ix) - 1;
+            runs.runs[at].tokens = runs.runs[at].tokens - runs.tokens[ix] + now;
             runs.total = runs.total - runs.tokens[ix] + now;
             runs.tokens[ix] = now;
         }
-        runs.tokens.truncate(seen);
         for (ix, event) in ctx.events.iter().enumerate().skip(seen) {
             if event.kind == Kind::System {
                 runs.tokens.push(0);
@@ -157,8 +158,12 @@ impl<'p> ToolResults<'p> {
             runs.tokens.push(now);
             runs.total += now;
             match runs.runs.last_mut() {
-                Some((_, turn, sum)) if *turn == event.turn => *sum += now,
-                _ => runs.runs.push((ix, event.turn, now)),
+                Some(run) if run.turn == event.turn => run.tokens += now,
+                _ => runs.runs.push(Run {
+                    first: ix,
+                    turn: event.turn,
+                    tokens: now,
+                }),
             }
         }
     }
@@ -223,10 +228,18 @@ fn newer(ctx: &Context, ix: usize, results: &[Vec<usize>]) -> usize {
 pub struct Runs {
     /// Each event's tokens as retention left them (system events: 0).
     tokens: Vec<u64>,
-    /// Each run's first event, its turn and its tokens, oldest first.
-    runs: Vec<(usize, i64, u64)>,
+    /// Oldest first.
+    runs: Vec<Run>,
     /// The tokens of all the runs.
     total: u64,
+}
+
+/// Events of one turn in a row (system events aside).
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    first: usize,
+    turn: i64,
+    tokens: u64,
 }
 
 /// Reducer 2: the sliding window on dialogue, by turns and by tokens.
@@ -250,10 +263,10 @@ impl Window<'_> {
         if self.0.max_tokens > 0 && runs.total > self.0.max_tokens {
             // Newest turns first, as long as they fit; the call's own turn always stays.
             let mut used = 0u64;
-            for &(_, turn, tokens) in runs.runs.iter().rev() {
-                used += tokens;
-                if used > self.0.max_tokens && turn < call_turn {
-                    oldest_kept = oldest_kept.max(turn + 1);
+            for run in runs.runs.iter().rev() {
+                used += run.tokens;
+                if used > self.0.max_tokens && run.turn < call_turn {
+                    oldest_kept = oldest_kept.max(run.turn + 1);
                     break;
                 }
             }

@@ -3,7 +3,8 @@
 //! newest plan or todo tool call's items), working files (paths in tool
 //! arguments) and tool-usage counts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 
 use crate::engine::Span;
 use crate::engine::context::Context;
@@ -80,27 +81,17 @@ impl Tally {
     /// The tally with the tool calls of seqs `from..=to` added, in log order.
     fn go_on(mut self, ctx: &Context, from: i64, to: i64) -> Tally {
         let start = ctx.events.partition_point(|e| e.seq < from);
-        let calls: Vec<&Event> = ctx.events[start..]
-            .iter()
-            .take_while(|e| e.seq <= to)
-            .filter(|e| e.kind == Kind::ToolCall)
+        let end = start + ctx.events[start..].partition_point(|e| e.seq <= to);
+        let calls: Vec<usize> = (start..end)
+            .filter(|&ix| ctx.events[ix].kind == Kind::ToolCall)
             .collect();
-        let texts = Text::get_all(calls.iter().map(|e| &e.content));
-        for (event, text) in calls.into_iter().zip(texts) {
-            let tool = event.tool_name.as_deref().unwrap_or("tool");
+        for (&ix, said) in calls.iter().zip(said(ctx, &calls, start..end)) {
+            let tool = ctx.events[ix].tool_name.as_deref().unwrap_or("tool");
             *self.usage.entry(tool.to_string()).or_default() += 1;
-            let Ok(args) = serde_json::from_str::<serde_json::Value>(&text) else {
-                continue;
-            };
-            let lower = tool.to_lowercase();
-            if lower.contains("plan") || lower.contains("todo") {
-                self.plan = plan_progress(&args).or(self.plan);
-            }
-            for key in ["path", "file_path", "filename", "file", "notebook_path"] {
-                if let Some(path) = args.get(key).and_then(|v| v.as_str()) {
-                    self.files.retain(|f| f != path);
-                    self.files.push(path.to_string());
-                }
+            self.plan = said.plan.or(self.plan);
+            for path in said.paths {
+                self.files.retain(|f| *f != path);
+                self.files.push(path);
             }
         }
         self
@@ -131,6 +122,69 @@ impl Tally {
             listed(counts)
         )
     }
+}
+
+/// What a tool call's arguments give the tally: a plan or todo tool's
+/// progress, and the paths it names, in the order of their keys.
+#[derive(Clone, Debug, Default)]
+struct Said {
+    plan: Option<String>,
+    paths: Vec<String>,
+}
+
+impl Said {
+    fn of(event: &Event, text: &str) -> Said {
+        let Ok(args) = serde_json::from_str::<serde_json::Value>(text) else {
+            return Said::default();
+        };
+        let tool = event.tool_name.as_deref().unwrap_or("tool").to_lowercase();
+        let plan = (tool.contains("plan") || tool.contains("todo"))
+            .then(|| plan_progress(&args))
+            .flatten();
+        let paths = ["path", "file_path", "filename", "file", "notebook_path"]
+            .iter()
+            .filter_map(|key| args.get(key).and_then(|v| v.as_str()).map(String::from))
+            .collect();
+        Said { plan, paths }
+    }
+}
+
+/// What the session's tool calls said, kept with its counts so that a walk
+/// after the first reads no arguments: every call before `through` was
+/// read, and those that said anything are held.
+#[derive(Debug, Default)]
+pub struct Read {
+    through: usize,
+    said: HashMap<usize, Said>,
+}
+
+/// What each of `calls` (tool calls among the events `range`) said: from
+/// what was read before, the others read now in one pass and kept.
+fn said(ctx: &Context, calls: &[usize], range: Range<usize>) -> Vec<Said> {
+    // What is held stays whole whatever panicked meanwhile.
+    let memo =
+        || (ctx.counts.executive_read.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
+    let through = memo().through;
+    let unread: Vec<usize> = calls.iter().copied().filter(|&ix| ix >= through).collect();
+    let texts = Text::get_all(unread.iter().map(|&ix| &ctx.events[ix].content));
+    let fresh: HashMap<usize, Said> = (unread.iter())
+        .zip(texts)
+        .map(|(&ix, text)| (ix, Said::of(&ctx.events[ix], &text)))
+        .collect();
+    let mut read = memo();
+    let out = (calls.iter())
+        .map(|ix| (fresh.get(ix).or(read.said.get(ix)).cloned()).unwrap_or_default())
+        .collect();
+    // Kept where it goes on from what was read before.
+    let mut gap = ctx.events[read.through.min(range.start)..range.start].iter();
+    if read.through < range.end && !gap.any(|e| e.kind == Kind::ToolCall) {
+        read.through = range.end;
+        let said = fresh
+            .into_iter()
+            .filter(|(_, s)| s.plan.is_some() || !s.paths.is_empty());
+        read.said.extend(said);
+    }
+    out
 }
 
 /// "2 of 5 done" and the steps, from a plan or todo tool's arguments.
