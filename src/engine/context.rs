@@ -111,8 +111,9 @@ impl Counts {
     }
 
     /// These counts with nothing remembered of what projections worked
-    /// out (texts cut or given by a policy, codex's messages): what a first
-    /// projection starts from, which tests hold the remembering to.
+    /// out (texts cut or given by a policy, what codex and executive read):
+    /// what a first projection starts from, which tests hold the
+    /// remembering to.
     pub fn with_nothing_remembered(&self) -> Counts {
         Counts {
             altered: Arc::default(),

@@ -127,12 +127,10 @@ impl Messages {
 
     /// Adds what `other` found among the events `from..end`.
     fn take(&mut self, other: &Messages, from: usize, end: usize) {
-        let within = |list: &[usize]| {
-            let at = |ix: usize| list.partition_point(|&found| found < ix);
-            list[at(from)..at(end)].to_vec()
-        };
-        self.initial.extend(within(&other.initial));
-        self.users.extend(within(&other.users));
+        self.initial
+            .extend_from_slice(within(&other.initial, from, end));
+        self.users
+            .extend_from_slice(within(&other.users, from, end));
     }
 
     /// Adds the events from `from` on, the user messages' texts read in
@@ -188,6 +186,12 @@ impl Messages {
         out.sort_unstable();
         out
     }
+}
+
+/// The indices of `list` (ascending) within `from..end`.
+fn within(list: &[usize], from: usize, end: usize) -> &[usize] {
+    let at = |ix: usize| list.partition_point(|&found| found < ix);
+    &list[at(from)..at(end)]
 }
 
 /// What codex carries from call to call: what it keeps of the compacted
