@@ -158,32 +158,34 @@ pub struct Read {
     said: HashMap<usize, Said>,
 }
 
-/// What each of `calls` (tool calls among the events `range`) said: from
-/// what was read before, the others read now in one pass and kept.
+/// What each of `calls` (tool calls among the events `range`, in order)
+/// said: from what was read before, the others read now in one pass and
+/// kept.
 fn said(ctx: &Context, calls: &[usize], range: Range<usize>) -> Vec<Said> {
     // What is held stays whole whatever panicked meanwhile.
     let memo =
         || (ctx.counts.executive_read.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
     let through = memo().through;
-    let unread: Vec<usize> = calls.iter().copied().filter(|&ix| ix >= through).collect();
+    let (known, unread) = calls.split_at(calls.partition_point(|&ix| ix < through));
     let texts = Text::get_all(unread.iter().map(|&ix| &ctx.events[ix].content));
-    let fresh: HashMap<usize, Said> = (unread.iter())
+    let fresh: Vec<Said> = (unread.iter())
         .zip(texts)
-        .map(|(&ix, text)| (ix, Said::of(&ctx.events[ix], &text)))
+        .map(|(&ix, text)| Said::of(&ctx.events[ix], &text))
         .collect();
     let mut read = memo();
-    let out = (calls.iter())
-        .map(|ix| (fresh.get(ix).or(read.said.get(ix)).cloned()).unwrap_or_default())
+    let mut out: Vec<Said> = (known.iter())
+        .map(|ix| read.said.get(ix).cloned().unwrap_or_default())
         .collect();
     // Kept where it goes on from what was read before.
     let mut gap = ctx.events[read.through.min(range.start)..range.start].iter();
     if read.through < range.end && !gap.any(|e| e.kind == Kind::ToolCall) {
         read.through = range.end;
-        let said = fresh
-            .into_iter()
+        let said = (unread.iter().copied())
+            .zip(fresh.iter().cloned())
             .filter(|(_, s)| s.plan.is_some() || !s.paths.is_empty());
         read.said.extend(said);
     }
+    out.extend(fresh);
     out
 }
 
