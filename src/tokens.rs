@@ -244,20 +244,13 @@ impl TokenCache {
             .map(|h| self.counts.get(&(encoding, *h)).copied())
             .collect();
         let unknown: Vec<usize> = (0..hashes.len()).filter(|&i| known[i].is_none()).collect();
+        let looked_up = unknown.len();
         if !unknown.is_empty() {
             // Each hash once, in order: the cache's index is walked forwards.
             let mut wanted: Vec<Hash> = unknown.iter().map(|&i| hashes[i]).collect();
             wanted.sort_unstable();
             wanted.dedup();
-            let found = with_store(|store| {
-                let found = store.get(encoding, &wanted)?;
-                if wanted.len() >= SHRINK_AFTER {
-                    // Only memory: a failure here is no reason to let the cache go.
-                    let _ = store.shrink();
-                }
-                Ok(found)
-            });
-            if let Some(found) = found {
+            if let Some(found) = with_store(|store| store.get(encoding, &wanted)) {
                 for &i in &unknown {
                     if let Ok(at) = wanted.binary_search(&hashes[i]) {
                         known[i] = found[at];
@@ -312,9 +305,9 @@ impl TokenCache {
             }
         }
         progress.finish_and_clear();
-        if missing.len() >= SHRINK_AFTER {
+        if looked_up >= SHRINK_AFTER {
             with_store(|store| {
-                // As after a lookup: only memory, never a reason to let the cache go.
+                // Only memory: a failure here is no reason to let the cache go.
                 let _ = store.shrink();
                 Ok(())
             });
@@ -335,9 +328,10 @@ impl TokenCache {
     }
 }
 
-/// A lookup or a write of this many counts or more (a log's, not a policy
-/// text's) fills the persistent cache's page cache with pages not read
-/// again soon: they are given back after it.
+/// A lookup of this many counts or more (a log's, not a policy
+/// text's), and the writes of those not found, fill the persistent
+/// cache's page cache with pages not read again soon: they are given
+/// back after it.
 const SHRINK_AFTER: usize = 1_000;
 
 /// Whether counts go to the persistent cache: off unless the program asks.
