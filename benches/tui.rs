@@ -72,17 +72,51 @@ fn edit(c: &mut Criterion) {
     };
     let mut group = c.benchmark_group("policy edit, 100k events");
     group.sample_size(20);
-    for (what, set) in [
-        ("keep_turns 3 -> 5", "tool_results.keep_turns=5"),
-        ("keep_turns 3 -> 200", "tool_results.keep_turns=200"),
-        ("window.max_tokens 0 -> 200000", "window.max_tokens=200000"),
+    // Each edit after those made before it (under codex and executive, a
+    // second policy finds what the first walk read of the log).
+    let overrides = |sets: &[&str]| sets.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for (what, before, edit) in [
+        (
+            "keep_turns 3 -> 5",
+            &[][..],
+            &["tool_results.keep_turns=5"][..],
+        ),
+        ("keep_turns 3 -> 200", &[], &["tool_results.keep_turns=200"]),
+        (
+            "window.max_tokens 0 -> 200000",
+            &[],
+            &["window.max_tokens=200000"],
+        ),
+        (
+            "summary.use_recorded -> false",
+            &[],
+            &["summary.use_recorded=false"],
+        ),
+        ("preset -> codex", &[], &["preset=\"codex\""]),
+        (
+            "a second codex policy",
+            &["preset=\"codex\""],
+            &["preset=\"codex\"", "codex.user_message_max_tokens=5000"],
+        ),
+        ("preset -> executive", &[], &["preset=\"executive\""]),
+        (
+            "a second executive policy",
+            &["preset=\"executive\""],
+            &["preset=\"executive\"", "executive.keep_recent=30"],
+        ),
     ] {
         let name = format!("re-project the selected call ({what})");
         group.bench_function(name, |b| {
             b.iter_batched(
-                fresh,
+                || {
+                    let (mut app, jobs) = fresh();
+                    if !before.is_empty() {
+                        app.set_overrides(overrides(before)).unwrap();
+                    }
+                    (app, jobs)
+                },
                 |(mut app, _jobs)| {
-                    app.set_overrides(vec![set.to_string()]).unwrap();
+                    app.set_overrides(overrides(edit)).unwrap();
                     app
                 },
                 BatchSize::PerIteration,
