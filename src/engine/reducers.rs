@@ -4,6 +4,7 @@
 //! (`Context::unsettled`): everything from scratch, or, in the incremental
 //! path, what may have changed since the call before (see `engine::Projector`).
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use super::context::{Context, Why};
@@ -643,7 +644,7 @@ pub fn placeholder_text(session: &SessionLog, span: Span) -> String {
 /// What a call's layout leaves for the next: where it placed the events
 /// after the system prompt (pinned ones, then the rest, by index, leaving
 /// out those sent around the stand), and its order, with each item's
-/// tokens and their running sums. Only the events from the next context's
+/// tokens and their total. Only the events from the next context's
 /// `low` on, and those it `touched`, may have moved, so the next order
 /// keeps what comes before.
 #[derive(Clone, Debug, Default)]
@@ -658,8 +659,7 @@ pub struct Laid {
     /// Shared with the projection, and taken back when it is dropped.
     order: Arc<Vec<ItemRef>>,
     tokens: Arc<Vec<u64>>,
-    /// Tokens of the items before each place of `order` (one more entry).
-    sums: Vec<u64>,
+    total: u64,
 }
 
 impl Laid {
@@ -669,7 +669,7 @@ impl Laid {
         Laid {
             order: self.order,
             tokens: self.tokens,
-            sums: self.sums,
+            total: self.total,
             ..Laid::default()
         }
     }
@@ -678,12 +678,43 @@ impl Laid {
 /// One item of the order and its tokens.
 type Item = (ItemRef, u64);
 
-/// What a layout makes of the order the call before's left: the items
-/// updated where they stand (by place, in order), the first place from
-/// which the items are `fresh`, and the tokens injected by the host and by
-/// the engine around the stand.
+/// One run of places in a list (`out`) that other items replace (`put`):
+/// the events at the front of the tail that a summary or the window took
+/// or gave back.
+#[derive(Debug)]
+struct Splice<T> {
+    out: Range<usize>,
+    put: Vec<T>,
+}
+
+impl<T> Splice<T> {
+    fn none() -> Splice<T> {
+        Splice {
+            out: 0..0,
+            put: Vec::new(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.out.is_empty() && self.put.is_empty()
+    }
+
+    /// Where `at`, a place after the run, is once it is spliced.
+    fn moves(&self, at: usize) -> usize {
+        at + self.put.len() - self.out.len()
+    }
+}
+
+/// What a layout makes of the order the call before's left: its head made
+/// again whole, then, in the call before's tail (the places after its
+/// head, numbered from there), the items updated where they stand (in
+/// order), one run spliced, and the place from which the items are
+/// `fresh`; and the tokens injected by the host and by the engine around
+/// the stand.
 struct Laying {
+    head: Vec<Item>,
     in_place: Vec<(usize, Item)>,
+    spliced: Splice<Item>,
     from: usize,
     fresh: Vec<Item>,
     injected: u64,
@@ -715,7 +746,9 @@ pub fn layout<'a>(ctx: Context<'a>, budget: Budget, laid: &mut Laid) -> Projecte
                 });
             *laid = std::mem::take(laid).order_only();
             Laying {
+                head: Vec::new(),
                 in_place: Vec::new(),
+                spliced: Splice::none(),
                 from: 0,
                 fresh: items.collect(),
                 injected: 0,
@@ -724,38 +757,50 @@ pub fn layout<'a>(ctx: Context<'a>, budget: Budget, laid: &mut Laid) -> Projecte
         }
         None => lay_out(&ctx, laid, &budget, &mut injections, &mut errors),
     };
+    let own = ctx.around.before.len() + ctx.around.after.len();
+    let reused_to = first_new(laid, &laying, own);
     let Laying {
+        head,
         in_place,
+        spliced,
         from,
         fresh,
         injected,
         own_injected,
     } = laying;
-    let own = ctx.around.before.len() + ctx.around.after.len();
-    let reused = reused(laid, &in_place, from, &fresh, own);
+    // The call before's order, edited where this one differs, and its
+    // total with it.
     let order = Arc::make_mut(&mut laid.order);
-    let order_tokens = Arc::make_mut(&mut laid.tokens);
-    for &(at, (item, tokens)) in &in_place {
-        order[at] = item;
-        order_tokens[at] = tokens;
+    let tokens = Arc::make_mut(&mut laid.tokens);
+    let tail = laid.head;
+    let mut total = laid.total;
+    for &(at, (item, new)) in &in_place {
+        order[tail + at] = item;
+        total = total - tokens[tail + at] + new;
+        tokens[tail + at] = new;
     }
-    order.truncate(from);
-    order_tokens.truncate(from);
-    // The running sums, from the first item updated in place.
-    let summed = in_place.first().map_or(from, |&(at, _)| at);
-    laid.sums.truncate(summed + 1);
-    if laid.sums.is_empty() {
-        laid.sums.push(0);
-    }
-    for &tokens in order_tokens.get(summed..).unwrap_or_default() {
-        laid.sums.push(laid.sums[laid.sums.len() - 1] + tokens);
-    }
-    for &(item, tokens) in &fresh {
-        order.push(item);
-        order_tokens.push(tokens);
-        laid.sums.push(laid.sums[laid.sums.len() - 1] + tokens);
-    }
-    let total_tokens = laid.sums[laid.sums.len() - 1];
+    total -= tokens.drain(tail + from..).sum::<u64>();
+    order.truncate(tail + from);
+    let mut splice = |at: Range<usize>, put: &[Item]| {
+        order.splice(at.clone(), put.iter().map(|&(item, _)| item));
+        total -= tokens.splice(at, put.iter().map(|&(_, t)| t)).sum::<u64>();
+        total += put.iter().map(|&(_, t)| t).sum::<u64>();
+    };
+    splice(
+        tail + spliced.out.start..tail + spliced.out.end,
+        &spliced.put,
+    );
+    splice(0..tail, &head);
+    let end = head.len() + spliced.moves(from);
+    splice(end..end, &fresh);
+    laid.head = head.len();
+    laid.total = total;
+    let total_tokens = total;
+    // What comes before the first new place, summed from the nearer end.
+    let reused = match reused_to < tokens.len() / 2 {
+        true => tokens[..reused_to].iter().sum(),
+        false => total - tokens[reused_to..].iter().sum::<u64>(),
+    };
     let reduced = total_tokens - injected;
     let over_target = budget.provider(reduced) > budget.target;
     let over_budget = over_target || injected > budget.injection_reserve;
@@ -812,32 +857,42 @@ pub fn layout<'a>(ctx: Context<'a>, budget: Budget, laid: &mut Laid) -> Projecte
     }
 }
 
-/// Tokens of the longest common prefix of the new order (the call
-/// before's up to `from`, with the items `in_place` updated, then `fresh`)
-/// with the call before's, as a provider's prompt cache could reuse them:
-/// the engine's own messages around the stand (the first `own` injections)
-/// belong to it, the host's injections do not.
-fn reused(laid: &Laid, in_place: &[(usize, Item)], from: usize, fresh: &[Item], own: usize) -> u64 {
-    let sum = |at: usize| laid.sums.get(at).copied().unwrap_or(0);
-    let (mut before, mut at) = (0, 0);
-    for &(place, (item, tokens)) in in_place {
-        before += sum(place).saturating_sub(sum(at));
-        if !laid.order.get(place).is_some_and(|was| item.same_as(was)) {
-            return before;
-        }
-        before += tokens;
-        at = place + 1;
+/// The first place of the new order whose item is not the call before's
+/// there, or is the host's: what comes before it, a provider's prompt
+/// cache could reuse. The engine's own messages around the stand (the
+/// first `own` injections) belong to the order; the host's do not.
+fn first_new(laid: &Laid, laying: &Laying, own: usize) -> usize {
+    let same = |at: usize, item: &ItemRef| {
+        laid.order.get(at).is_some_and(|was| item.same_as(was))
+            && !matches!(item, ItemRef::Injection(i) if *i >= own)
+    };
+    let head = laying.head.len();
+    if let Some(at) = (0..head).find(|&at| !same(at, &laying.head[at].0)) {
+        return at;
     }
-    before += sum(from).saturating_sub(sum(at));
-    before
-        + fresh
-            .iter()
-            .zip(laid.order.get(from..).unwrap_or_default())
-            .take_while(|((item, _), previous)| {
-                item.same_as(previous) && !matches!(item, ItemRef::Injection(i) if *i >= own)
-            })
-            .map(|((_, tokens), _)| tokens)
-            .sum::<u64>()
+    // A tail that stays where it was differs first where it changed; one
+    // after a head of another length is all fresh.
+    if head == laid.head {
+        let stop = match laying.spliced.is_empty() {
+            true => laying.from,
+            false => laying.spliced.out.start,
+        };
+        let updated = laying.in_place.iter().take_while(|&&(at, _)| at < stop);
+        if let Some(&(at, _)) = updated
+            .clone()
+            .find(|(at, (item, _))| !same(head + at, item))
+        {
+            return head + at;
+        }
+        // An event taken out is sent nowhere else, and one put in was
+        // sent nowhere before: where they were or are, the order differs.
+        if !laying.spliced.is_empty() {
+            return head + laying.spliced.out.start;
+        }
+    }
+    let at = head + laying.from;
+    let kept = laying.fresh.iter().enumerate();
+    at + kept.take_while(|(i, (item, _))| same(at + i, item)).count()
 }
 
 /// The first index in one sorted list and not the other (`usize::MAX` when
@@ -909,13 +964,9 @@ fn lay_out(
         None => {}
     }
     own(&around.after, &mut head);
-    // The tail, placed again from where its events may have moved.
-    let same_head = laid.placed
-        && laid.head == head.len()
-        && head
-            .iter()
-            .zip(laid.order.iter().zip(laid.tokens.iter()))
-            .all(|(&(item, tokens), (&was, &had))| item == was && tokens == had);
+    // The tail, placed again from where its events may have moved. It
+    // stays where it was after a head of the same length.
+    let stays = laid.placed && laid.head == head.len();
     // The events sent around the stand are not in the tail: those that
     // joined or left them moved too.
     let mut aside = around.events.clone();
@@ -929,13 +980,16 @@ fn lay_out(
     };
     // The events before `start` put since the call before's layout: one
     // that keeps its place (sent, pinned or not, as it was) is updated
-    // there, where the head is the same; from one that moved, the tail is
-    // placed again. They were put in a few ascending runs, which a stable
-    // sort merges.
+    // there; those of one run of the rest that are no longer sent, or are
+    // sent again (a span the summary or the window took or gave back), are
+    // taken out or put in; from any other that moved, the tail is placed
+    // again. They were put in a few ascending runs, which a stable sort
+    // merges.
     let mut touched = ctx.touched.clone();
     touched.sort();
     touched.dedup();
     let mut in_place = Vec::new();
+    let mut spliced = Splice::none();
     for &ix in touched.iter().filter(|&&ix| ix >= first && laid.placed) {
         if ix >= start {
             break;
@@ -943,25 +997,34 @@ fn lay_out(
         if aside.binary_search(&ix).is_ok() {
             continue;
         }
-        let placed = match (laid.pinned.binary_search(&ix), laid.rest.binary_search(&ix)) {
-            (Ok(at), _) => Some((true, laid.head + at)),
-            (_, Ok(at)) => Some((false, laid.head + laid.pinned.len() + at)),
-            _ => None,
-        };
         let status = ctx.slots[ix].status;
-        match placed {
-            Some((pinned, at)) if status.is_sent() && pinned == (status == Status::Pinned) => {
-                if same_head {
-                    in_place.push((at, event(ix)));
+        match (laid.pinned.binary_search(&ix), laid.rest.binary_search(&ix)) {
+            (Ok(at), _) if status == Status::Pinned => in_place.push((at, event(ix))),
+            (_, Ok(at)) if status.is_sent() && status != Status::Pinned => {
+                in_place.push((laid.pinned.len() + at, event(ix)))
+            }
+            (Err(_), Err(_)) if !status.is_sent() => {}
+            (Err(_), Ok(at)) | (Err(_), Err(at))
+                if status != Status::Pinned && (spliced.is_empty() || spliced.out.end == at) =>
+            {
+                if spliced.is_empty() {
+                    spliced.out = at..at;
+                }
+                match status.is_sent() {
+                    true => spliced.put.push(ix),
+                    false => spliced.out.end += 1,
                 }
             }
-            None if !status.is_sent() => {}
             _ => {
                 start = ix;
                 break;
             }
         }
     }
+    // Both lists keep what comes before `start`, and the events from there
+    // on are placed again.
+    laid.rest
+        .splice(spliced.out.clone(), spliced.put.iter().copied());
     let kept = |list: &[usize]| list.partition_point(|&ix| ix < start);
     let (pinned, rest) = (kept(&laid.pinned), kept(&laid.rest));
     let unmoved = laid.pinned.len() == pinned;
@@ -979,27 +1042,26 @@ fn lay_out(
     }
     laid.placed = true;
     laid.around = aside;
-    // The first place that may differ: in the head, among the pinned
-    // events, or among the rest.
-    let from = if !same_head {
-        head.iter()
-            .zip(laid.order.iter().zip(laid.tokens.iter()))
-            .take_while(|(item, (was, had))| item.0 == **was && item.1 == **had)
-            .count()
+    // The first place of the call before's tail that may differ: among the
+    // pinned events, or among the rest (numbered before the splice).
+    let (from, spliced) = if !stays {
+        (0, Splice::none())
     } else if !unmoved || laid.pinned.len() != pinned {
-        head.len() + pinned
+        (pinned, Splice::none())
     } else {
-        head.len() + pinned + rest
+        let from = pinned + rest + spliced.out.len() - spliced.put.len();
+        let spliced = Splice {
+            out: pinned + spliced.out.start..pinned + spliced.out.end,
+            put: spliced.put.into_iter().map(event).collect(),
+        };
+        (from, spliced)
     };
     in_place.retain(|&(at, _)| at < from);
     in_place.sort_unstable_by_key(|&(at, _)| at);
     let tail = laid.pinned.iter().chain(&laid.rest);
-    let mut fresh: Vec<Item> = head.iter().copied().skip(from).collect();
-    fresh.extend(
-        tail.skip(from.saturating_sub(head.len()))
-            .map(|&ix| event(ix)),
-    );
-    laid.head = head.len();
+    let mut fresh: Vec<Item> = (tail.skip(spliced.moves(from)))
+        .map(|&ix| event(ix))
+        .collect();
     let own = injections.len();
     match ctx.call.parsed_injections() {
         Ok(recorded) => injections.extend(recorded),
@@ -1043,7 +1105,9 @@ fn lay_out(
         .map(|(_, tokens)| tokens)
         .sum();
     Laying {
+        head,
         in_place,
+        spliced,
         from,
         fresh,
         injected,
