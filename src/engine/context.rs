@@ -33,6 +33,9 @@ pub struct Counts {
     fixed: Arc<Mutex<Fixed>>,
     /// How many texts `fixed_text` has counted (rather than remembered).
     fixed_counted: Arc<std::sync::atomic::AtomicUsize>,
+    /// Tokens of the placeholder for each span: a span holds for call after
+    /// call, and comes again under the next policy.
+    placeholders: Arc<Mutex<HashMap<Span, u64>>>,
     /// What codex found among the user messages, by its summary prefix:
     /// read from the log by the first walk, not by every walk.
     pub(crate) codex_messages: Arc<Mutex<HashMap<Box<str>, super::presets::codex::Messages>>>,
@@ -104,6 +107,7 @@ impl Counts {
             altered: Arc::default(),
             fixed: Arc::default(),
             fixed_counted: Arc::default(),
+            placeholders: Arc::default(),
             codex_messages: Arc::default(),
             executive_read: Arc::default(),
             calibration: None,
@@ -119,6 +123,7 @@ impl Counts {
             altered: Arc::default(),
             fixed: Arc::default(),
             fixed_counted: Arc::default(),
+            placeholders: Arc::default(),
             codex_messages: Arc::default(),
             executive_read: Arc::default(),
             ..self.clone()
@@ -198,6 +203,23 @@ impl Counts {
     /// the engine made for this call).
     pub fn text(&self, text: &str) -> u64 {
         self.encoding.count(text) as u64
+    }
+
+    /// Tokens of the placeholder for `span` (`placeholder_text`), counted
+    /// once.
+    pub fn placeholder(&self, session: &SessionLog, span: Span) -> u64 {
+        let known = self
+            .placeholders
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&span).copied());
+        known.unwrap_or_else(|| {
+            let tokens = self.text(&super::placeholder_text(session, span));
+            if let Ok(mut memo) = self.placeholders.lock() {
+                memo.insert(span, tokens);
+            }
+            tokens
+        })
     }
 
     /// Tokens of a text the same at call after call (a stub, opencode's
@@ -605,20 +627,22 @@ pub struct Context<'a> {
 impl<'a> Context<'a> {
     /// Every event the call saw, verbatim.
     pub fn new(session: &'a SessionLog, call: &'a ModelCall, counts: Arc<Counts>) -> Context<'a> {
-        Context::carried(session, call, counts, Vec::new(), (0, 0))
+        let events = session.seen_by(call);
+        Context::carried(session, call, events, counts, Vec::new(), (0, 0))
     }
 
-    /// The call's context with the slots the call before left for its
-    /// events (with their tokens and how many are evicted), settled, and
-    /// the events since verbatim.
+    /// The call's context over the `events` it saw (`SessionLog::seen_by`)
+    /// with the slots the call before left for its events (with their
+    /// tokens and how many are evicted), settled, and the events since
+    /// verbatim.
     pub(crate) fn carried(
         session: &'a SessionLog,
         call: &'a ModelCall,
+        events: &'a [Event],
         counts: Arc<Counts>,
         mut slots: Vec<Slot>,
         (tokens, evicted): (u64, usize),
     ) -> Context<'a> {
-        let events = session.seen_by(call);
         slots.truncate(events.len());
         let settled = slots.len();
         if settled > 0 {

@@ -94,7 +94,8 @@ impl<'a> Projector<'a> {
         counts: &Arc<Counts>,
     ) -> Result<Projected<'a>, String> {
         let session = self.session;
-        let seen = session.seen_by(call).len();
+        let events = session.seen_by(call);
+        let seen = events.len();
         let carry = &mut self.carry;
         let same = carry
             .made_with
@@ -103,8 +104,14 @@ impl<'a> Projector<'a> {
         let follows = same && counts.turns_ordered && seen >= carry.seen && call.turn >= carry.turn;
         let context = if follows {
             let slots = Arc::unwrap_or_clone(std::mem::take(&mut carry.slots));
-            let mut context =
-                Context::carried(session, call, Arc::clone(counts), slots, carry.totals);
+            let mut context = Context::carried(
+                session,
+                call,
+                events,
+                Arc::clone(counts),
+                slots,
+                carry.totals,
+            );
             // The call before's pins come off; the policy pins again.
             carry.restored.clear();
             for (ix, slot) in carry.unpinned.drain(..).rev() {

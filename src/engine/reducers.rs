@@ -593,9 +593,7 @@ fn needed_span(
     };
     // The summary to come will take about what the newest one takes, and at
     // least what the placeholder does.
-    let marker = ctx
-        .counts
-        .text(&placeholder_text(ctx.session, span_to(last_end)));
+    let marker = ctx.counts.placeholder(ctx.session, span_to(last_end));
     let expected = ctx
         .counts
         .summaries
@@ -958,7 +956,7 @@ fn lay_out(
         }
         Some(Stand::Placeholder(span)) => head.push((
             ItemRef::Placeholder(span),
-            ctx.counts.text(&placeholder_text(ctx.session, span)) + made,
+            ctx.counts.placeholder(ctx.session, span) + made,
         )),
         Some(Stand::Generated(span)) => head.push((ItemRef::Generated(span), made)),
         None => {}

@@ -47,7 +47,7 @@ pub fn project<'a>(
     // they may have changed: results that expired, turns the window left
     // or took back (docs/policy.md, `pipeline`).
     let counts = Arc::clone(&ctx.counts);
-    let mut base = Context::carried(ctx.session, ctx.call, counts, base, base_totals);
+    let mut base = Context::carried(ctx.session, ctx.call, ctx.events, counts, base, base_totals);
     let retention = ToolResults(&policy.tool_results);
     let sliding = Window(&policy.window);
     ToolResults::index_results(&base, carry.seen, &mut results);
