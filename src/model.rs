@@ -9,7 +9,9 @@ use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
 mod text;
-pub use text::{Measure, READ_BATCH_BYTES, SharedSource, Source as TextSource, Text, batch_len};
+pub use text::{
+    HELD_BYTES, Measure, READ_BATCH_BYTES, SharedSource, Source as TextSource, Text, batch_len,
+};
 
 /// The kind of an event (docs/contract.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

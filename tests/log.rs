@@ -1,7 +1,7 @@
 //! The writer and the store: round trips, refusals, incremental loads.
 
 use ctxlens::log::{LogError, Store, Writer};
-use ctxlens::model::{Event, Kind, ModelCall, Session, Summary, Text, Usage};
+use ctxlens::model::{Event, HELD_BYTES, Kind, ModelCall, Session, Summary, Text, Usage};
 use tempfile::TempDir;
 
 fn session(id: &str) -> Session {
@@ -132,16 +132,22 @@ fn every_row_round_trips_through_writer_and_store() {
 fn a_loaded_events_text_is_read_back_from_the_log_and_says_so_when_the_row_changed() {
     let dir = TempDir::new().unwrap();
     let (path, mut writer) = new_log(&dir);
-    let events = every_kind();
+    // Every text but the last two longer than what a stored text weighs.
+    let mut events = every_kind();
+    for e in events.iter_mut().take(6) {
+        e.content = format!("{} {}", e.content, "and more ".repeat(8)).into();
+    }
     writer.append(&events).unwrap();
     drop(writer);
     let log = Store::open(&path).unwrap().load().unwrap();
     let s = log.pick_session(None).unwrap();
     for (loaded, written) in s.events.iter().zip(&events) {
-        assert!(
-            !loaded.content.is_held(),
-            "seq {} holds its text",
-            loaded.seq
+        assert_eq!(
+            loaded.content.is_held(),
+            written.content.len() <= HELD_BYTES,
+            "seq {} of {} bytes",
+            loaded.seq,
+            written.content.len()
         );
         assert_eq!(loaded.content.get(), written.content.get());
         assert_eq!(loaded.content.measure(), written.content.measure());
@@ -160,7 +166,7 @@ fn a_loaded_events_text_is_read_back_from_the_log_and_says_so_when_the_row_chang
         "{said}"
     );
     assert!(said.contains(path.to_str().unwrap()), "{said}");
-    assert_eq!(s.events[0].content.get(), "system prompt");
+    assert_eq!(s.events[0].content.get(), events[0].content.get());
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! text; one loaded from a log file keeps only where its text is and what it
 //! measures, and reads it back from the file when it is wanted, so a loaded
 //! log weighs what its events' metadata weighs, not what their text does.
+//! A loaded text no longer than that record (`HELD_BYTES`) is held all the
+//! same: it weighs no more, and is never read back.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -88,9 +90,17 @@ impl Measure {
     }
 }
 
+/// The longest text a loaded log holds rather than reads back: one no
+/// longer than the record of where it is stored.
+pub const HELD_BYTES: usize = std::mem::size_of::<Stored>();
+
 impl Text {
-    /// A text read from row `rowid` of `source`, measured now and let go.
+    /// A text read from row `rowid` of `source`, measured now and let go
+    /// (held, when it is short: `HELD_BYTES`).
     pub fn stored(source: SharedSource, rowid: i64, text: &str) -> Text {
+        if text.len() <= HELD_BYTES {
+            return Text::from(text);
+        }
         Text(Repr::Stored(Box::new(Stored {
             rowid,
             source,
