@@ -170,6 +170,33 @@ fn a_loaded_events_text_is_read_back_from_the_log_and_says_so_when_the_row_chang
 }
 
 #[test]
+fn texts_wanted_here_and_there_are_read_back_whole_and_in_their_places() {
+    let dir = TempDir::new().unwrap();
+    let (path, mut writer) = new_log(&dir);
+    let long = |seq: i64| {
+        format!(
+            "text of event {seq}: {}",
+            "words ".repeat(seq as usize % 7 + 10)
+        )
+    };
+    let events: Vec<Event> = (1..=300)
+        .map(|seq| event(seq, seq / 10, Kind::Assistant, None, &long(seq)))
+        .collect();
+    writer.append(&events).unwrap();
+    drop(writer);
+    let log = Store::open(&path).unwrap().load().unwrap();
+    let s = log.pick_session(None).unwrap();
+    // Few and far apart (looked up), many (one pass), one asked for twice.
+    for step in [37, 5, 1] {
+        let mut picked: Vec<usize> = (0..300).step_by(step).collect();
+        picked.push(picked[1]);
+        let read = Text::get_all(picked.iter().map(|&ix| &s.events[ix].content));
+        let want: Vec<String> = picked.iter().map(|&ix| long(ix as i64 + 1)).collect();
+        assert_eq!(read, want, "every {step}th text");
+    }
+}
+
+#[test]
 fn a_column_of_the_wrong_type_is_named_in_the_load_error() {
     for column in ["session_id", "ts", "kind", "tool_name", "content"] {
         let dir = TempDir::new().unwrap();

@@ -449,34 +449,36 @@ impl Texts {
     }
 }
 
-/// Past this many rowids per text wanted, texts are read one by one
-/// rather than by one pass over the rows between the first and the last.
-const SPARSE: i64 = 16;
+/// Past this many rowids per text wanted, the texts are looked up by rowid
+/// rather than read by one pass over every row between the first and the
+/// last (which reads every text between).
+const SPARSE: i64 = 2;
 
 impl TextSource for Texts {
     fn each(&self, rowids: &[i64], f: &mut dyn FnMut(usize, &str)) -> Result<(), String> {
         let (Some(&low), Some(&high)) = (rowids.iter().min(), rowids.iter().max()) else {
             return Ok(());
         };
+        let mut wanted: HashMap<i64, Vec<usize>> = HashMap::with_capacity(rowids.len());
+        for (at, &rowid) in rowids.iter().enumerate() {
+            wanted.entry(rowid).or_default().push(at);
+        }
         self.with(|conn| {
-            if (high - low) / SPARSE > rowids.len() as i64 {
-                let mut stmt =
-                    conn.prepare_cached("SELECT content FROM events WHERE rowid = ?1")?;
-                for (at, &rowid) in rowids.iter().enumerate() {
-                    if let Some(row) = stmt.query([rowid])?.next()? {
-                        f(at, row.get_ref(0)?.as_str()?);
-                    }
-                }
-                return Ok(());
-            }
-            let mut wanted: HashMap<i64, Vec<usize>> = HashMap::with_capacity(rowids.len());
-            for (at, &rowid) in rowids.iter().enumerate() {
-                wanted.entry(rowid).or_default().push(at);
-            }
-            let mut stmt = conn.prepare_cached(
-                "SELECT rowid, content FROM events WHERE rowid >= ?1 AND rowid <= ?2",
-            )?;
-            let mut rows = stmt.query([low, high])?;
+            let mut stmt;
+            let mut rows = if (high - low) / SPARSE > rowids.len() as i64 {
+                // One statement, its rowids given as a JSON array.
+                let list = serde_json::to_string(rowids).unwrap_or_default();
+                stmt = conn.prepare_cached(
+                    "SELECT rowid, content FROM events \
+                     WHERE rowid IN (SELECT value FROM json_each(?1))",
+                )?;
+                stmt.query([list])?
+            } else {
+                stmt = conn.prepare_cached(
+                    "SELECT rowid, content FROM events WHERE rowid >= ?1 AND rowid <= ?2",
+                )?;
+                stmt.query([low, high])?
+            };
             while let Some(row) = rows.next()? {
                 if let Some(ats) = wanted.get(&row.get::<_, i64>(0)?) {
                     let text = row.get_ref(1)?.as_str()?;
