@@ -176,6 +176,15 @@ proptest! {
         let bad = mismatches([(format!("{text:?}"), text.as_str())]);
         prop_assert!(bad.is_empty(), "{}", bad.join("\n"));
     }
+
+    /// No encoding makes more tokens of a text than it has bytes (what the
+    /// engine leans on to leave a placeholder uncounted).
+    #[test]
+    fn no_encoding_counts_more_tokens_than_bytes(text in any::<String>()) {
+        for encoding in Encoding::ALL {
+            prop_assert!(encoding.count(&text) <= text.len(), "{encoding:?} {text:?}");
+        }
+    }
 }
 
 /// Every file under `dir`, sorted.

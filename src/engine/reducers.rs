@@ -592,16 +592,18 @@ fn needed_span(
         to_seq: events[end].seq,
     };
     // The summary to come will take about what the newest one takes, and at
-    // least what the placeholder does.
-    let marker = ctx.counts.placeholder(ctx.session, span_to(last_end));
-    let expected = ctx
-        .counts
-        .summaries
-        .iter()
-        .zip(&ctx.session.summaries)
+    // least what the placeholder does (which, as no encoding makes more
+    // tokens of a text than it has bytes, need not be counted when the
+    // newest takes as many tokens as the placeholder has bytes).
+    let newest = (ctx.counts.summaries.iter().zip(&ctx.session.summaries))
         .filter(|(_, s)| s.session_id == ctx.call.session_id)
         .max_by_key(|(_, s)| s.version)
-        .map_or(marker, |(&tokens, _)| u64::from(tokens).max(marker));
+        .map_or(0, |(&tokens, _)| u64::from(tokens));
+    let marker = placeholder_text(ctx.session, span_to(last_end));
+    let expected = match newest >= marker.len() as u64 {
+        true => newest,
+        false => newest.max(ctx.counts.placeholder(ctx.session, span_to(last_end))),
+    };
     let total = ctx.event_tokens();
     // The first end whose span fits `goal`: a span ending later takes out
     // more, so the first index that fits, then the end of its run.
