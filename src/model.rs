@@ -396,6 +396,24 @@ impl SessionLog {
         &self.events[..end]
     }
 
+    /// `seen_by`, searched onward from `from` where the call saw the events
+    /// before it (as the next call of a walk saw the last one's): a few
+    /// steps, not a bisection of every event.
+    pub fn seen_by_from(&self, call: &ModelCall, from: usize) -> &[Event] {
+        let seen = |e: &Event| e.seq <= call.last_seq;
+        let (n, mut end) = (self.events.len(), from.min(self.events.len()));
+        if end > 0 && !seen(&self.events[end - 1]) {
+            return self.seen_by(call);
+        }
+        let mut step = 1;
+        while end + step <= n && seen(&self.events[end + step - 1]) {
+            end += step;
+            step *= 2;
+        }
+        end += self.events[end..(end + step).min(n)].partition_point(seen);
+        &self.events[..end]
+    }
+
     /// The model call with this id: a binary search, as the loader keeps
     /// calls in id order (a scan when they are not).
     pub fn call(&self, id: i64) -> Option<&ModelCall> {

@@ -1,7 +1,9 @@
 //! The writer and the store: round trips, refusals, incremental loads.
 
 use ctxlens::log::{LogError, Store, Writer};
-use ctxlens::model::{Event, HELD_BYTES, Kind, ModelCall, Session, Summary, Text, Usage};
+use ctxlens::model::{
+    Event, HELD_BYTES, Kind, ModelCall, Session, SessionLog, Summary, Text, Usage,
+};
 use tempfile::TempDir;
 
 fn session(id: &str) -> Session {
@@ -250,6 +252,29 @@ fn the_model_derives_turns_steps_and_pairs() {
         ..ModelCall::default()
     });
     assert_eq!(seen.last().map(|e| e.seq), Some(6));
+}
+
+#[test]
+fn what_a_call_saw_is_the_same_searched_from_anywhere() {
+    let mut s = SessionLog::new(session("s1"));
+    // Seqs with gaps, as a log shared by sessions has.
+    for seq in (1..=40).map(|n| n * 3 - n % 2) {
+        s.push_event(event(seq, seq / 10, Kind::Assistant, None, "x"));
+    }
+    for last_seq in -1..=125 {
+        let call = ModelCall {
+            last_seq,
+            ..ModelCall::default()
+        };
+        let whole = s.seen_by(&call).len();
+        for from in 0..=45 {
+            assert_eq!(
+                s.seen_by_from(&call, from).len(),
+                whole,
+                "{last_seq} {from}"
+            );
+        }
+    }
 }
 
 fn refusal(result: Result<(), LogError>) -> String {

@@ -94,7 +94,7 @@ impl<'a> Projector<'a> {
         counts: &Arc<Counts>,
     ) -> Result<Projected<'a>, String> {
         let session = self.session;
-        let events = session.seen_by(call);
+        let events = session.seen_by_from(call, self.carry.seen);
         let seen = events.len();
         let carry = &mut self.carry;
         let same = carry
