@@ -6,7 +6,7 @@
 //! split and the tail stays byte-stable (docs/contract.md §6.6).
 
 use super::context::Context;
-use super::reducers::{Cover, applicable, apply_cover};
+use super::reducers::{Cover, applicable, apply_cover, point_near_end};
 use super::{Carry, Span, State, trigger};
 use crate::model::Kind;
 use crate::policy::{Budget, Policy};
@@ -140,7 +140,7 @@ pub(crate) fn turn_start(ctx: &Context, turn: i64) -> usize {
     let first = ctx.first_dialogue();
     let dialogue = &ctx.events[first.min(ctx.events.len())..];
     if ctx.counts.turns_ordered {
-        return first + dialogue.partition_point(|e| e.turn < turn);
+        return first + point_near_end(dialogue, |e| e.turn < turn);
     }
     dialogue
         .iter()
