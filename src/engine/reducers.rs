@@ -928,8 +928,8 @@ fn first_difference(a: &[usize], b: &[usize]) -> usize {
 /// The context in send order (docs/contract.md §6, order): the system prompt,
 /// what stands in for the oldest span (with the events and messages a preset
 /// puts around it), pinned events, the tail, then the host's injections.
-/// The items from the first place where the order may differ from the call
-/// before's (`laid`), that place, and the tokens injected by the host and
+/// What it makes of the call before's order (`laid`, see `Laying`): the
+/// head whole, the tail's changes, and the tokens injected by the host and
 /// by the engine around the stand.
 fn lay_out(
     ctx: &Context,
