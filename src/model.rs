@@ -98,8 +98,9 @@ pub struct Session {
 /// One row of `events`: the canonical, append-only history.
 ///
 /// Kept small, as a long log holds many: the session and tool names are
-/// shared between the events that name them (a loaded log shares them),
-/// the time is held inline, the other strings are boxed, and the text is a
+/// shared between the events that name them, and a call id between the
+/// call and its result (a loaded log shares them), the time is held
+/// inline, the other strings are boxed, and the text is a
 /// `Text`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
@@ -111,7 +112,7 @@ pub struct Event {
     pub ts: CompactString,
     pub kind: Kind,
     pub tool_name: Option<Arc<str>>,
-    pub call_id: Option<Box<str>>,
+    pub call_id: Option<Arc<str>>,
     pub content: Text,
     /// Raw JSON text.
     pub meta: Option<Box<str>>,

@@ -385,6 +385,15 @@ fn read_event_range(
         names.insert(Arc::clone(&new));
         new
     };
+    // Call ids, one copy shared by a call and its result.
+    let mut open_calls: HashSet<Arc<str>> = HashSet::new();
+    let mut call_id = |id: &str| -> Arc<str> {
+        open_calls.take(id).unwrap_or_else(|| {
+            let new: Arc<str> = id.into();
+            open_calls.insert(Arc::clone(&new));
+            new
+        })
+    };
     while let Some(row) = rows.next()? {
         let kind = Kind::parse(text(row, 4)?);
         let event = Event {
@@ -394,7 +403,7 @@ fn read_event_range(
             ts: text(row, 3)?.into(),
             kind,
             tool_name: text_or_null(row, 5)?.map(&mut name),
-            call_id: row.get(6)?,
+            call_id: text_or_null(row, 6)?.map(&mut call_id),
             content: Text::stored(Arc::clone(texts), row.get(9)?, text(row, 7)?),
             meta: row.get(8)?,
         };
