@@ -1021,16 +1021,26 @@ fn lay_out(
                 in_place.push((laid.pinned.len() + at, event(ix)))
             }
             (Err(_), Err(_)) if !status.is_sent() => {}
-            (Err(_), Ok(at)) | (Err(_), Err(at))
-                if status != Status::Pinned && (spliced.is_empty() || spliced.out.end == at) =>
+            // One run, all taken out or all put in: a span moved one way.
+            (Err(_), Ok(at))
+                if !status.is_sent()
+                    && spliced.put.is_empty()
+                    && (spliced.out.is_empty() || spliced.out.end == at) =>
             {
-                if spliced.is_empty() {
-                    spliced.out = at..at;
-                }
-                match status.is_sent() {
-                    true => spliced.put.push(ix),
-                    false => spliced.out.end += 1,
-                }
+                let from = if spliced.out.is_empty() {
+                    at
+                } else {
+                    spliced.out.start
+                };
+                spliced.out = from..at + 1;
+            }
+            (Err(_), Err(at))
+                if status != Status::Pinned
+                    && spliced.out.is_empty()
+                    && (spliced.put.is_empty() || spliced.out.start == at) =>
+            {
+                spliced.out = at..at;
+                spliced.put.push(ix);
             }
             _ => {
                 start = ix;
