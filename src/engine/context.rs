@@ -25,25 +25,33 @@ pub struct Counts {
     /// Whether the session's turns never go down in log order, so a turn's
     /// events are found by bisection.
     pub turns_ordered: bool,
-    /// Tokens of events as cut (`Some`) or elided (`None`), counted once:
-    /// the byte-rule presets cut the same events at call after call.
-    altered: Arc<Mutex<Altered>>,
-    /// Tokens of the texts a policy gives (stubs, markers), by text: counted
-    /// once, not at every call that uses them.
-    fixed: Arc<Mutex<Fixed>>,
-    /// How many texts `fixed_text` has counted (rather than remembered).
-    fixed_counted: Arc<std::sync::atomic::AtomicUsize>,
-    /// Tokens of the placeholder for each span: a span holds for call after
-    /// call, and comes again under the next policy.
-    placeholders: Arc<Mutex<HashMap<Span, u64>>>,
-    /// What codex found among the user messages, by its summary prefix:
-    /// read from the log by the first walk, not by every walk.
-    pub(crate) codex_messages: Arc<Mutex<HashMap<Box<str>, super::presets::codex::Messages>>>,
-    /// What executive found in the tool calls' arguments, likewise.
-    pub(crate) executive_read: Arc<Mutex<super::presets::executive::Read>>,
+    /// What projections worked out and later walks take up (see `Memo`).
+    pub(crate) memo: Arc<Memo>,
     /// How these counts map to what the provider counted, per call (id,
     /// unseen prefix, token ratio, by id), where the session's usage gave a fit.
     pub calibration: Option<Arc<Vec<(i64, f64, f64)>>>,
+}
+
+/// What projections of a session work out and every later walk takes up,
+/// shared by the walks over the same counts.
+#[derive(Debug, Default)]
+pub(crate) struct Memo {
+    /// Tokens of events as cut (`Some`) or elided (`None`), counted once:
+    /// the byte-rule presets cut the same events at call after call.
+    altered: Mutex<Altered>,
+    /// Tokens of the texts a policy gives (stubs, markers), by text: counted
+    /// once, not at every call that uses them.
+    fixed: Mutex<Fixed>,
+    /// How many texts `fixed_text` has counted (rather than remembered).
+    fixed_counted: std::sync::atomic::AtomicUsize,
+    /// Tokens of the placeholder for each span: a span holds for call after
+    /// call, and comes again under the next policy.
+    placeholders: Mutex<HashMap<Span, u64>>,
+    /// What codex found among the user messages, by its summary prefix:
+    /// read from the log by the first walk, not by every walk.
+    pub(crate) codex_messages: Mutex<HashMap<Box<str>, super::presets::codex::Messages>>,
+    /// What executive found in the tool calls' arguments, likewise.
+    pub(crate) executive_read: Mutex<super::presets::executive::Read>,
 }
 
 /// How many distinct policy texts a `Counts` remembers; past that the oldest goes.
@@ -104,12 +112,7 @@ impl Counts {
             utf16,
             raw_before,
             turns_ordered: session.events.windows(2).all(|w| w[0].turn <= w[1].turn),
-            altered: Arc::default(),
-            fixed: Arc::default(),
-            fixed_counted: Arc::default(),
-            placeholders: Arc::default(),
-            codex_messages: Arc::default(),
-            executive_read: Arc::default(),
+            memo: Arc::default(),
             calibration: None,
         }
     }
@@ -120,12 +123,7 @@ impl Counts {
     /// remembering to.
     pub fn with_nothing_remembered(&self) -> Counts {
         Counts {
-            altered: Arc::default(),
-            fixed: Arc::default(),
-            fixed_counted: Arc::default(),
-            placeholders: Arc::default(),
-            codex_messages: Arc::default(),
-            executive_read: Arc::default(),
+            memo: Arc::default(),
             ..self.clone()
         }
     }
@@ -157,11 +155,11 @@ impl Counts {
         make: impl FnOnce() -> Option<String>,
     ) -> Option<u64> {
         let key = (ix, how);
-        if let Some(&known) = self.altered.lock().ok()?.get(&key) {
+        if let Some(&known) = self.memo.altered.lock().ok()?.get(&key) {
             return known.map(u64::from);
         }
         let tokens = make().map(|text| self.encoding.count(&text) as u32);
-        if let Ok(mut memo) = self.altered.lock() {
+        if let Ok(mut memo) = self.memo.altered.lock() {
             memo.insert(key, tokens);
         }
         tokens.map(u64::from)
@@ -173,7 +171,7 @@ impl Counts {
     /// earlier run counted is looked up, not counted again.
     pub fn alter_all(&self, session: &SessionLog, ixs: &[usize], how: Cut) {
         // Not held while reading and counting: other threads' `altered` go on.
-        let Ok(wanted) = self.altered.lock().map(|memo| {
+        let Ok(wanted) = self.memo.altered.lock().map(|memo| {
             (ixs.iter().copied())
                 .filter(|&ix| !memo.contains_key(&(ix, Some(how))))
                 .collect::<Vec<usize>>()
@@ -190,7 +188,7 @@ impl Counts {
         let mut tokens = TokenCache::new()
             .count_all(self.encoding, &made)
             .into_iter();
-        let Ok(mut memo) = self.altered.lock() else {
+        let Ok(mut memo) = self.memo.altered.lock() else {
             return;
         };
         for (ix, text) in wanted.into_iter().zip(&texts) {
@@ -209,13 +207,14 @@ impl Counts {
     /// once.
     pub fn placeholder(&self, session: &SessionLog, span: Span) -> u64 {
         let known = self
+            .memo
             .placeholders
             .lock()
             .ok()
             .and_then(|m| m.get(&span).copied());
         known.unwrap_or_else(|| {
             let tokens = self.text(&super::placeholder_text(session, span));
-            if let Ok(mut memo) = self.placeholders.lock() {
+            if let Ok(mut memo) = self.memo.placeholders.lock() {
                 memo.insert(span, tokens);
             }
             tokens
@@ -233,13 +232,14 @@ impl Counts {
                 .find(|(t, _)| t.len() == text.len() && **t == *text)
                 .map(|&(_, n)| n)
         };
-        if let Some(n) = self.fixed.lock().ok().and_then(|memo| known(&memo)) {
+        if let Some(n) = self.memo.fixed.lock().ok().and_then(|memo| known(&memo)) {
             return n;
         }
         let n = u64::from(TokenCache::new().count(self.encoding, text));
-        self.fixed_counted
+        self.memo
+            .fixed_counted
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if let Ok(mut memo) = self.fixed.lock()
+        if let Ok(mut memo) = self.memo.fixed.lock()
             && known(&memo).is_none()
         {
             if memo.len() >= FIXED_TEXTS {
@@ -252,7 +252,8 @@ impl Counts {
 
     /// How many texts `fixed_text` has counted rather than remembered.
     pub fn fixed_texts_counted(&self) -> usize {
-        self.fixed_counted
+        self.memo
+            .fixed_counted
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 }

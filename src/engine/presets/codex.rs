@@ -103,7 +103,7 @@ impl Messages {
     fn extend(&mut self, events: &[Event], from: usize, x: &Codex, counts: &Counts) {
         let (n, prefix) = (events.len(), x.summary_prefix.as_str());
         let mut from = from;
-        if let Ok(memo) = counts.codex_messages.lock()
+        if let Ok(memo) = counts.memo.codex_messages.lock()
             && let Some(known) = memo.get(prefix)
         {
             let end = known.seen.min(n).max(from);
@@ -114,7 +114,7 @@ impl Messages {
             let mut read = Messages::default();
             read.read(events, from, x);
             self.take(&read, from, n);
-            if let Ok(mut memo) = counts.codex_messages.lock() {
+            if let Ok(mut memo) = counts.memo.codex_messages.lock() {
                 let known = memo.entry(prefix.into()).or_default();
                 if known.seen == from {
                     known.take(&read, from, n);

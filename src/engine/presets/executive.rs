@@ -163,8 +163,9 @@ pub struct Read {
 /// kept.
 fn said(ctx: &Context, calls: &[usize], range: Range<usize>) -> Vec<Said> {
     // What is held stays whole whatever panicked meanwhile.
-    let memo =
-        || (ctx.counts.executive_read.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
+    let memo = || {
+        (ctx.counts.memo.executive_read.lock()).unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
     let through = memo().through;
     let (known, unread) = calls.split_at(calls.partition_point(|&ix| ix < through));
     let texts = Text::get_all(unread.iter().map(|&ix| &ctx.events[ix].content));
