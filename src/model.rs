@@ -397,21 +397,11 @@ impl SessionLog {
         &self.events[..end]
     }
 
-    /// `seen_by`, searched onward from `from` where the call saw the events
-    /// before it (as the next call of a walk saw the last one's): a few
-    /// steps, not a bisection of every event.
+    /// `seen_by`, searched from `from` (as the next call of a walk saw a
+    /// few events more than the last): a few steps, not a bisection of
+    /// every event (see `partition_near`).
     pub fn seen_by_from(&self, call: &ModelCall, from: usize) -> &[Event] {
-        let seen = |e: &Event| e.seq <= call.last_seq;
-        let (n, mut end) = (self.events.len(), from.min(self.events.len()));
-        if end > 0 && !seen(&self.events[end - 1]) {
-            return self.seen_by(call);
-        }
-        let mut step = 1;
-        while end + step <= n && seen(&self.events[end + step - 1]) {
-            end += step;
-            step *= 2;
-        }
-        end += self.events[end..(end + step).min(n)].partition_point(seen);
+        let end = partition_near(&self.events, from, |e| e.seq <= call.last_seq);
         &self.events[..end]
     }
 
@@ -425,6 +415,43 @@ impl SessionLog {
     pub fn summary(&self, id: i64) -> Option<&Summary> {
         by_id(&self.summaries, id, |s| s.id)
     }
+}
+
+/// `list.partition_point(pred)`, searched out from `near` in steps that
+/// double: a few steps where the point is near it (the events a walk's
+/// next call adds, the newest turns a window or retention rule keeps),
+/// where a bisection of a long session's events misses the cache at nearly
+/// every step.
+pub fn partition_near<T>(list: &[T], near: usize, pred: impl Fn(&T) -> bool) -> usize {
+    let at = near.min(list.len());
+    let mut step = 1;
+    let (low, high) = if at > 0 && !pred(&list[at - 1]) {
+        // Back: nothing from `high` on holds.
+        let mut high = at - 1;
+        loop {
+            let probe = high.saturating_sub(step);
+            if probe == high {
+                break (0, high);
+            }
+            if pred(&list[probe]) {
+                break (probe + 1, high);
+            }
+            (high, step) = (probe, step * 2);
+        }
+    } else {
+        // On: everything before `low` holds.
+        let mut low = at;
+        loop {
+            if low + step > list.len() {
+                break (low, list.len());
+            }
+            if !pred(&list[low + step - 1]) {
+                break (low, low + step - 1);
+            }
+            (low, step) = (low + step, step * 2);
+        }
+    };
+    low + list[low..high].partition_point(pred)
 }
 
 /// The item with this id in a list kept in id order, by binary search; by a

@@ -2,7 +2,7 @@
 
 use ctxlens::log::{LogError, Store, Writer};
 use ctxlens::model::{
-    Event, HELD_BYTES, Kind, ModelCall, Session, SessionLog, Summary, Text, Usage,
+    Event, HELD_BYTES, Kind, ModelCall, Session, SessionLog, Summary, Text, Usage, partition_near,
 };
 use tempfile::TempDir;
 
@@ -252,6 +252,27 @@ fn the_model_derives_turns_steps_and_pairs() {
         ..ModelCall::default()
     });
     assert_eq!(seen.last().map(|e| e.seq), Some(6));
+}
+
+#[test]
+fn a_point_searched_from_anywhere_is_the_bisections() {
+    // Every sorted list of up to 40 turns from 0..6, every turn, every start.
+    for len in 0..40usize {
+        for seed in 0..50usize {
+            let mut turns: Vec<i64> = (0..len).map(|i| ((i * 7 + seed * 13) % 6) as i64).collect();
+            turns.sort_unstable();
+            for turn in -1..8 {
+                let pred = |t: &i64| *t < turn;
+                for near in 0..=len + 2 {
+                    assert_eq!(
+                        partition_near(&turns, near, pred),
+                        turns.partition_point(pred),
+                        "{turns:?} below {turn} from {near}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[test]

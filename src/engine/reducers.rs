@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::context::{Context, Why};
 use super::{CallError, ItemRef, Projected, ReducerName, Span, Stand, State, Status};
-use crate::model::{Injection, Kind, ModelCall, SessionLog, Summary};
+use crate::model::{Injection, Kind, ModelCall, SessionLog, Summary, partition_near};
 use crate::policy::{self, Budget, Mode, Retention};
 
 /// Reducer 1: tool-result retention by age or count, per tool, with never_evict.
@@ -81,7 +81,7 @@ impl<'p> ToolResults<'p> {
             // A result expires once its turn is below the call's less its
             // keep: those that expired since the call before have turns from
             // its turn less the longest keep to this one's less the shortest.
-            let below = |turn: i64| point_near_end(&events[..seen], |e| e.turn < turn);
+            let below = |turn: i64| partition_near(&events[..seen], seen, |e| e.turn < turn);
             let first = below(turn.saturating_sub(most));
             let end = below(ctx.call.turn.saturating_sub(least)).max(first);
             changed.extend((first..end).filter(|&ix| events[ix].kind == Kind::ToolResult));
@@ -288,7 +288,7 @@ impl Window<'_> {
         } else {
             before.1.min(now.1)
         };
-        let below = |turn: i64| point_near_end(ctx.events, |e| e.turn < turn);
+        let below = |turn: i64| partition_near(ctx.events, ctx.events.len(), |e| e.turn < turn);
         below(lowest)..below(before.0.max(now.0))
     }
 
@@ -895,23 +895,6 @@ fn first_new(laid: &Laid, laying: &Laying, own: usize) -> usize {
     at + kept.take_while(|(i, (item, _))| same(at + i, item)).count()
 }
 
-/// `list.partition_point(pred)`, searched from the end: in a few steps
-/// where the point is near it, as the turns a window or a retention rule
-/// keeps are the newest (a bisection of a long session's events misses the
-/// cache at nearly every step).
-pub(crate) fn point_near_end<T>(list: &[T], pred: impl Fn(&T) -> bool) -> usize {
-    // Nothing from `end` on holds `pred`.
-    let (mut end, mut step) = (list.len(), 1);
-    while end > 0 {
-        let at = end.saturating_sub(step);
-        if pred(&list[at]) {
-            return at + 1 + list[at + 1..end].partition_point(&pred);
-        }
-        (end, step) = (at, step * 2);
-    }
-    0
-}
-
 /// The first index in one sorted list and not the other (`usize::MAX` when
 /// they are the same).
 fn first_difference(a: &[usize], b: &[usize]) -> usize {
@@ -1139,30 +1122,5 @@ fn lay_out(
         fresh,
         injected,
         own_injected,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::point_near_end;
-
-    #[test]
-    fn the_point_found_from_the_end_is_the_bisections() {
-        // Every sorted list of up to 40 turns from 0..6, and every turn.
-        for len in 0..40usize {
-            for seed in 0..50usize {
-                let mut turns: Vec<i64> =
-                    (0..len).map(|i| ((i * 7 + seed * 13) % 6) as i64).collect();
-                turns.sort_unstable();
-                for turn in -1..8 {
-                    let pred = |t: &i64| *t < turn;
-                    assert_eq!(
-                        point_near_end(&turns, pred),
-                        turns.partition_point(pred),
-                        "{turns:?} below {turn}"
-                    );
-                }
-            }
-        }
     }
 }

@@ -6,9 +6,9 @@
 //! split and the tail stays byte-stable (docs/contract.md §6.6).
 
 use super::context::Context;
-use super::reducers::{Cover, applicable, apply_cover, point_near_end};
+use super::reducers::{Cover, applicable, apply_cover};
 use super::{Carry, Span, State, trigger};
-use crate::model::Kind;
+use crate::model::{Kind, partition_near};
 use crate::policy::{Budget, Policy};
 
 /// What one split preset decides: where the tail starts, and its own
@@ -140,7 +140,7 @@ pub(crate) fn turn_start(ctx: &Context, turn: i64) -> usize {
     let first = ctx.first_dialogue();
     let dialogue = &ctx.events[first.min(ctx.events.len())..];
     if ctx.counts.turns_ordered {
-        return first + point_near_end(dialogue, |e| e.turn < turn);
+        return first + partition_near(dialogue, dialogue.len(), |e| e.turn < turn);
     }
     dialogue
         .iter()
