@@ -49,7 +49,7 @@ pub(crate) struct Memo {
     placeholders: Mutex<HashMap<Span, u64>>,
     /// What codex found among the user messages, by its summary prefix:
     /// read from the log by the first walk, not by every walk.
-    pub(crate) codex_messages: Mutex<HashMap<Box<str>, super::presets::codex::Messages>>,
+    pub(crate) codex_messages: Mutex<HashMap<Box<str>, Arc<super::presets::codex::Messages>>>,
     /// What executive found in the tool calls' arguments, likewise.
     pub(crate) executive_read: Mutex<super::presets::executive::Read>,
 }

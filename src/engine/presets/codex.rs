@@ -14,6 +14,8 @@ use crate::engine::context::{Context, Counts, Cut, Why};
 use crate::engine::reducers::apply_cover;
 use crate::engine::split::take_cover;
 use crate::engine::{Carry, ReducerName, Span, State, Status, cut_text};
+use std::sync::{Arc, PoisonError};
+
 use crate::model::{Event, Kind, Text};
 use crate::policy::{Budget, Codex, Policy};
 
@@ -96,33 +98,29 @@ enum UserText {
 }
 
 impl Messages {
-    /// Adds the events from `from` on: those an earlier walk of the session
-    /// read (kept in `counts` by summary prefix, as the messages depend on
-    /// nothing else) are taken from there, the others read and kept there
-    /// for the next walk.
-    fn extend(&mut self, events: &[Event], from: usize, x: &Codex, counts: &Counts) {
-        let (n, prefix) = (events.len(), x.summary_prefix.as_str());
-        let mut from = from;
-        if let Ok(memo) = counts.memo.codex_messages.lock()
-            && let Some(known) = memo.get(prefix)
-        {
-            let end = known.seen.min(n).max(from);
-            self.take(known, from, end);
-            from = end;
-        }
-        if from < n {
+    /// Adds the events from `from` on. They are taken from what walks
+    /// of the session found (kept in `counts` by summary prefix, as the
+    /// messages depend on nothing else); the first to need them reads the
+    /// rest of the session, `all`, in one pass for this walk and the next.
+    /// The lock is not held while reading: a walk beside this one, on the
+    /// same core, may be waiting for it.
+    fn extend(&mut self, events: &[Event], from: usize, all: &[Event], x: &Codex, counts: &Counts) {
+        let prefix = x.summary_prefix.as_str();
+        let memo = || (counts.memo.codex_messages.lock()).unwrap_or_else(PoisonError::into_inner);
+        let known = memo()
+            .get(prefix)
+            .filter(|known| known.seen >= events.len())
+            .cloned();
+        let known = known.unwrap_or_else(|| {
             let mut read = Messages::default();
-            read.read(events, from, x);
-            self.take(&read, from, n);
-            if let Ok(mut memo) = counts.memo.codex_messages.lock() {
-                let known = memo.entry(prefix.into()).or_default();
-                if known.seen == from {
-                    known.take(&read, from, n);
-                    known.seen = n;
-                }
-            }
-        }
-        self.seen = n;
+            read.read(all, 0, x);
+            read.seen = all.len();
+            let read = Arc::new(read);
+            memo().insert(prefix.into(), Arc::clone(&read));
+            read
+        });
+        self.take(&known, from, events.len());
+        self.seen = events.len();
     }
 
     /// Adds what `other` found among the events `from..end`.
@@ -133,20 +131,20 @@ impl Messages {
             .extend_from_slice(within(&other.users, from, end));
     }
 
-    /// Adds the events from `from` on, the user messages' texts read in
-    /// one pass (not one read each, from a stored log).
+    /// Adds the events from `from` on, the user messages' texts read back
+    /// together, a part per core (`Text::par_map`), not one read each.
     fn read(&mut self, events: &[Event], from: usize, x: &Codex) {
         let new = events.get(from..).unwrap_or_default();
-        let users: Vec<&Event> = new.iter().filter(|e| e.kind == Kind::User).collect();
-        let mut what = vec![UserText::Summary; users.len()];
-        Text::each(users.iter().map(|e| &e.content), |at, text| {
-            what[at] = if is_contextual(&text) {
+        let users = new.iter().filter(|e| e.kind == Kind::User);
+        let texts: Vec<&Text> = users.map(|e| &e.content).collect();
+        let what = Text::par_map(&texts, |_, text| {
+            if is_contextual(text) {
                 UserText::Initial
             } else if text.starts_with(&x.summary_prefix) {
                 UserText::Summary
             } else {
                 UserText::Real
-            };
+            }
         });
         let mut what = what.into_iter();
         for (ix, e) in (from..).zip(new) {
@@ -232,27 +230,29 @@ pub fn project<'a>(
     ctx.before_summary = ctx.raw_total();
     // The call before's slots stand before the first event the summary or
     // what is kept of the span moved.
-    let (cover, mut from) = take_cover(&ctx, state, policy, &mut carry.cover);
+    let (cover, from) = take_cover(&ctx, state, policy, &mut carry.cover);
     let messages = &mut carry.codex.messages;
-    messages.extend(ctx.events, carry.seen, x, &ctx.counts);
-    let before = carry.codex.kept.take();
-    let kept = match (state.split, before) {
-        (Some(span), Some((at, kept))) if at == span => kept,
+    messages.extend(ctx.events, carry.seen, &ctx.session.events, x, &ctx.counts);
+    // What is kept of the span is the same at every call while the span
+    // is; when it moves, only the messages kept at one call and not the
+    // other (or cut otherwise) are made again, with the events it moved.
+    let (kept, changed) = match (state.split, carry.codex.kept.take()) {
+        (Some(span), Some((at, kept))) if at == span => (kept, Vec::new()),
         (split, before) => {
             let now = split.map_or_else(Vec::new, |span| {
                 let end = ctx.events.partition_point(|e| e.seq <= span.to_seq);
                 messages.kept(ctx.events, end, x)
             });
             let before = before.map(|b| b.1).unwrap_or_default();
-            let differ = before.iter().zip(&now).find(|(b, n)| b != n);
-            let longer = before.get(now.len()).or(now.get(before.len()));
-            if let Some(&(ix, _)) = differ.map(|(b, n)| b.min(n)).or(longer) {
-                from = from.min(ix);
-            }
-            now
+            let mut both: Vec<_> = before.iter().chain(&now).collect();
+            both.sort_unstable();
+            let once = both.chunk_by(|a, b| a == b).filter(|run| run.len() == 1);
+            let changed = ctx.with_partners(once.map(|run| run[0].0));
+            (now, changed)
         }
     };
     ctx.redo_from(ctx.pairs_from(from));
+    ctx.redo_at(&changed);
     let Some(span) = state.split else {
         drop_markers(&mut ctx);
         return ctx;
@@ -262,14 +262,15 @@ pub fn project<'a>(
     let why = Why::CodexKept {
         max_tokens: x.user_message_max_tokens.into(),
     };
-    for &(ix, cut) in &kept {
-        if ix < first {
-            continue;
-        }
-        ctx.around.events.push(ix);
-        if ix < ctx.settled {
-            continue;
-        }
+    let kept_here = kept.iter().filter(|&&(ix, _)| ix >= first);
+    ctx.around
+        .events
+        .extend(kept_here.clone().map(|&(ix, _)| ix));
+    let made: Kept = kept_here
+        .filter(|&&(ix, _)| ix >= ctx.settled || ctx.redone().binary_search(&ix).is_ok())
+        .copied()
+        .collect();
+    for (ix, cut) in made {
         let tokens = ctx.raw_tokens(ix);
         ctx.set(ix, Status::Pinned, ReducerName::Codex, why, tokens);
         // Cut as Codex cuts, even where its marker makes the text no shorter.
