@@ -1040,8 +1040,13 @@ fn lay_out(
     let unmoved = laid.pinned.len() == pinned;
     laid.pinned.truncate(pinned);
     laid.rest.truncate(rest);
+    // The events aside from `start` on, passed by as the slots are.
+    let mut next_aside = aside.partition_point(|&ix| ix < start);
     for (ix, slot) in ctx.slots.iter().enumerate().skip(start) {
-        if aside.binary_search(&ix).is_ok() {
+        while aside.get(next_aside).is_some_and(|&at| at < ix) {
+            next_aside += 1;
+        }
+        if aside.get(next_aside) == Some(&ix) {
             continue;
         }
         match slot.status {

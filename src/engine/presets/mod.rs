@@ -23,7 +23,7 @@ pub mod token_fraction;
 
 use crate::engine::context::{Context, Why};
 use crate::engine::{Carry, ReducerName, State, Status};
-use crate::model::Kind;
+use crate::model::{Kind, partition_near};
 use crate::policy::{Budget, Policy, Preset};
 
 /// How a preset projects one call: from the call's context, its budget,
@@ -154,7 +154,8 @@ fn count_before(
         }
         _ => budget.provider(state.previous_total),
     };
-    let since = ctx.events.partition_point(|e| e.seq <= previous.last_seq);
+    // What the previous call saw, searched from the end, where it ends.
+    let since = partition_near(ctx.events, ctx.events.len(), |e| e.seq <= previous.last_seq);
     let added = (since..ctx.events.len())
         .filter(|&ix| {
             matches!(
