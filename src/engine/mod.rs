@@ -11,6 +11,7 @@ mod projector;
 mod reducers;
 mod render;
 mod split;
+mod sums;
 mod text;
 mod trigger;
 mod trim;

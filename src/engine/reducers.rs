@@ -8,6 +8,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::context::{Context, Why};
+use super::sums::PrefixSums;
 use super::{CallError, ItemRef, Projected, ReducerName, Span, Stand, State, Status};
 use crate::model::{Injection, Kind, ModelCall, SessionLog, Summary, partition_near};
 use crate::policy::{self, Budget, Mode, Retention};
@@ -387,7 +388,7 @@ impl SummaryReducer<'_> {
         ctx: &Context,
         budget: &Budget,
         state: &mut State,
-        removable: &[u64],
+        removable: &PrefixSums,
     ) -> Cover {
         let first = ctx.first_dialogue();
         let Some(first_seq) = ctx.events.get(first).map(|e| e.seq) else {
@@ -445,45 +446,27 @@ pub fn apply_cover(ctx: Context, cover: Cover) -> Context {
 
 /// Tokens of the sent dialogue events in `span` that a summary would take out,
 /// from `removable` (see `extend_removable`).
-fn removable_in(ctx: &Context, span: Span, removable: &[u64]) -> u64 {
+fn removable_in(ctx: &Context, span: Span, removable: &PrefixSums) -> u64 {
     let first = ctx.first_dialogue();
     let start = ctx
         .events
         .partition_point(|e| e.seq < span.from_seq)
         .max(first);
     let end = ctx.events.partition_point(|e| e.seq <= span.to_seq);
-    removable[end.max(start)] - removable[start]
+    removable.before(end.max(start)) - removable.before(start)
 }
 
 /// Brings `removable` up to date: the tokens a summary would take out of
-/// the events before each index (one more entry than events), made again
-/// from `ctx.settled` on, and shifted after each event made again before
-/// it by what that takes out now less what it took out before (`was`: each
-/// event made again below `ctx.settled`, in order, with what it took out).
-pub fn extend_removable(ctx: &Context, removable: &mut Vec<u64>, was: &[(usize, u64)]) {
-    removable.truncate(ctx.settled + 1);
-    if removable.is_empty() {
-        removable.push(0);
-    }
+/// each event, made again from `ctx.settled` on, and changed for each
+/// event made again below it (`was`: each, with what it took out before).
+pub fn extend_removable(ctx: &Context, removable: &mut PrefixSums, was: &[(usize, u64)]) {
+    removable.truncate(ctx.settled);
     let first = ctx.first_dialogue();
-    let mut shift = 0u64;
-    for (at, &(ix, before)) in was.iter().enumerate() {
-        // The shift may be negative: in wrapping (two's-complement)
-        // arithmetic the sums still come out right.
-        shift = shift
-            .wrapping_add(removable_by(ctx, first, ix))
-            .wrapping_sub(before);
-        let end = was
-            .get(at + 1)
-            .map_or(removable.len(), |&(next, _)| next + 1);
-        for sum in removable.get_mut(ix + 1..end).unwrap_or_default() {
-            *sum = sum.wrapping_add(shift);
-        }
+    for &(ix, before) in was {
+        removable.add(ix, removable_by(ctx, first, ix).wrapping_sub(before));
     }
-    let mut sum = removable[removable.len() - 1];
-    for ix in removable.len() - 1..ctx.events.len() {
-        sum += removable_by(ctx, first, ix);
-        removable.push(sum);
+    for ix in removable.len()..ctx.events.len() {
+        removable.push(removable_by(ctx, first, ix));
     }
 }
 
@@ -573,7 +556,7 @@ fn needed_span(
     ctx: &Context,
     budget: &Budget,
     summarize_to: f64,
-    removable: &[u64],
+    removable: &PrefixSums,
 ) -> Option<Span> {
     let first = ctx.first_dialogue();
     let from_seq = ctx.events.get(first)?.seq;
@@ -585,8 +568,6 @@ fn needed_span(
         turn < call_turn && events.get(ix + 1).is_none_or(|next| next.turn != turn)
     };
     let last_end = (first..events.len()).rev().find(|&ix| is_end(ix))?;
-    // Tokens a span ending at each index would take out (pinned pairs stay).
-    let removed = &removable[1..];
     let span_to = |end: usize| Span {
         from_seq,
         to_seq: events[end].seq,
@@ -606,10 +587,11 @@ fn needed_span(
     };
     let total = ctx.event_tokens();
     // The first end whose span fits `goal`: a span ending later takes out
-    // more, so the first index that fits, then the end of its run.
+    // more (pinned pairs stay), so the first index whose span takes out
+    // enough, then the end of its run.
     let first_fit = |goal: u64| {
-        let fits = |removed: u64| total - removed + expected <= goal;
-        let at = first + removed[first..=last_end].partition_point(|&r| !fits(r));
+        let enough = (total + expected).saturating_sub(goal);
+        let at = removable.reaching(enough).saturating_sub(1).max(first);
         (at..=last_end).find(|&ix| is_end(ix))
     };
     // Collapse in chunks: down to `summarize_to` of the target where the turns

@@ -7,6 +7,7 @@ use crate::engine::context::{Context, Slot};
 use crate::engine::reducers::{
     Bounds, Runs, SummaryReducer, ToolResults, Window, apply_cover, extend_removable, removable_by,
 };
+use crate::engine::sums::PrefixSums;
 use crate::engine::{Carry, State, trigger};
 use crate::policy::{Budget, Policy};
 
@@ -18,7 +19,7 @@ pub struct Carried {
     base: Vec<Slot>,
     base_totals: (u64, usize),
     never_evict: bool,
-    removable: Vec<u64>,
+    removable: PrefixSums,
     window: Option<Bounds>,
     results: Vec<Vec<usize>>,
     /// Kept only for a window by tokens.
