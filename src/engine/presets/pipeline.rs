@@ -88,7 +88,12 @@ pub fn project<'a>(
         recovered = 0..0;
     }
     ctx.redo_from(base.settled);
-    ctx.redo_at(&base.with_partners(base.redone().iter().copied().chain(recovered)));
+    // The events made again under the summary hold their pairs whole
+    // already; those it covers otherwise are made whole here.
+    match recovered.is_empty() {
+        true => ctx.redo_at(base.redone()),
+        false => ctx.redo_at(&base.with_partners(base.redone().iter().copied().chain(recovered))),
+    }
     for ix in ctx.unsettled() {
         ctx.put(ix, base.slots[ix]);
     }
