@@ -764,6 +764,15 @@ pub fn layout<'a>(ctx: Context<'a>, budget: Budget, laid: &mut Laid) -> Projecte
     total -= tokens.drain(tail + from..).sum::<u64>();
     order.truncate(tail + from);
     let mut splice = |at: Range<usize>, put: &[Item]| {
+        if at.len() == put.len() {
+            // Written over where they were (a head of the same length).
+            for (at, &(item, new)) in at.zip(put) {
+                order[at] = item;
+                total = total - tokens[at] + new;
+                tokens[at] = new;
+            }
+            return;
+        }
         order.splice(at.clone(), put.iter().map(|&(item, _)| item));
         total -= tokens.splice(at, put.iter().map(|&(_, t)| t)).sum::<u64>();
         total += put.iter().map(|&(_, t)| t).sum::<u64>();
