@@ -9,13 +9,13 @@
 //! dropped into the summary. The log's own compactions are followed while
 //! `trigger.on_request`.
 
+use std::sync::{Arc, PoisonError};
+
 use super::{count_before, drop_markers, follow_marker};
 use crate::engine::context::{Context, Counts, Cut, Why};
 use crate::engine::reducers::apply_cover;
 use crate::engine::split::take_cover;
 use crate::engine::{Carry, ReducerName, Span, State, Status, cut_text};
-use std::sync::{Arc, PoisonError};
-
 use crate::model::{Event, Kind, Text};
 use crate::policy::{Budget, Codex, Policy};
 
@@ -228,8 +228,8 @@ pub fn project<'a>(
         });
     }
     ctx.before_summary = ctx.raw_total();
-    // The call before's slots stand before the first event the summary or
-    // what is kept of the span moved.
+    // The call before's slots stand before the first event the summary
+    // moved, but for the messages kept otherwise (below).
     let (cover, from) = take_cover(&ctx, state, policy, &mut carry.cover);
     let messages = &mut carry.codex.messages;
     messages.extend(ctx.events, carry.seen, &ctx.session.events, x, &ctx.counts);
