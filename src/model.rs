@@ -266,6 +266,36 @@ pub struct SessionLog {
     /// Each event's tool as an index into `tool_names`, parallel to `events`.
     tools: Vec<Option<u16>>,
     tool_names: Vec<String>,
+    /// How the loaded user messages whose texts stay in the log open, by
+    /// index (see `Opening`).
+    openings: Vec<(u32, Opening)>,
+}
+
+/// The first bytes of a text (all of it, when shorter), kept as it is
+/// loaded: what a message opens with says what it cannot be without
+/// reading it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opening {
+    bytes: [u8; Opening::BYTES],
+    len: u8,
+}
+
+impl Opening {
+    const BYTES: usize = 12;
+
+    pub fn of(text: &str) -> Opening {
+        let len = text.len().min(Opening::BYTES);
+        let mut bytes = [0; Opening::BYTES];
+        bytes[..len].copy_from_slice(&text.as_bytes()[..len]);
+        Opening {
+            bytes,
+            len: len as u8,
+        }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
 }
 
 impl SessionLog {
@@ -337,6 +367,24 @@ impl SessionLog {
         self.steps.push(step);
         self.partners.push(partner);
         self.events.push(event);
+    }
+
+    /// `push_event`, for a loaded event whose text stays in the log: how a
+    /// user message opens is kept (see `opening`).
+    pub fn push_loaded(&mut self, event: Event, opening: Option<Opening>) {
+        if let Some(opening) = opening.filter(|_| event.kind == Kind::User) {
+            self.openings.push((self.events.len() as u32, opening));
+        }
+        self.push_event(event);
+    }
+
+    /// How the loaded user message at `ix` opens, where its text stays in
+    /// the log (a held text is read at no cost).
+    pub fn opening(&self, ix: usize) -> Option<Opening> {
+        let at = self
+            .openings
+            .binary_search_by_key(&ix, |&(at, _)| at as usize);
+        at.ok().map(|at| self.openings[at].1)
     }
 
     /// `f` of each event's text (with its index), made on all cores, the

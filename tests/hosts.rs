@@ -111,6 +111,80 @@ fn codex_compacts_at_nine_tenths_and_keeps_the_initial_context_and_user_messages
     assert_eq!(codex::limit(&policy), 900);
 }
 
+/// Codex tells its user messages apart the same when their texts stay in
+/// the log as when they are held: a loaded message is read back only where
+/// its opening leaves it in doubt, and the openings that do are read.
+#[test]
+fn codex_tells_stored_user_messages_apart_as_it_does_held_ones() {
+    let body = "detail ".repeat(12);
+    let prefix = ctxlens::policy::Policy::default().codex.summary_prefix;
+    let mut b = LogBuilder::new();
+    let environment = b.user(&format!(
+        "<environment_context>{body}</environment_context>"
+    ));
+    // Whitespace codex trims: past the opening, and not ASCII.
+    let spaced = b.user(&format!(
+        "{}\n# AGENTS.md instructions for p\n{body}\n</INSTRUCTIONS>",
+        " ".repeat(20)
+    ));
+    let wide = b.user(&format!(
+        "{}<user_instructions>{body}</user_instructions>",
+        '\u{a0}'
+    ));
+    // Opens as the prefix does, for a few words.
+    let near = b.user(&format!("{}{body}", &prefix[..10]));
+    let real = b.user(&format!("the real task, {body}"));
+    b.call();
+    b.tool("shell", &body);
+    b.user(&format!("the next task, {body}"));
+    let second = b.call();
+    b.say("done");
+    // A summary codex wrote is not kept, however new.
+    let summary = b.user(&format!("{prefix}\n{body}"));
+    b.user(&format!("the last task, {body}"));
+    b.call();
+    reported(&mut b, second, 880, 19);
+    // Room for the newest user messages alone: the initial context is kept
+    // whatever the budget, the user's older messages are not.
+    let policy = policy(&[
+        "preset=\"codex\"",
+        "budget.context_window=1000",
+        "budget.output_reserve=100",
+        "codex.user_message_max_tokens=40",
+    ]);
+
+    let dir = tempfile::TempDir::new().unwrap();
+    let path = dir.path().join("log.db");
+    let mut writer = ctxlens::log::Writer::create(&path).unwrap();
+    writer.add_session(&b.log.session).unwrap();
+    writer.append(&b.log.events).unwrap();
+    for call in &b.log.calls {
+        writer.record_call(call).unwrap();
+    }
+    drop(writer);
+    let loaded = ctxlens::log::Store::open(&path).unwrap().load().unwrap();
+    let stored = loaded.pick_session(None).unwrap();
+    assert!(!stored.events[environment as usize - 1].content.is_held());
+
+    let (held, read) = (project_all(&b.log, &policy), project_all(stored, &policy));
+    for (h, r) in held.iter().zip(&read) {
+        let statuses = |p: &Projected| p.slots.iter().map(|s| s.status).collect::<Vec<_>>();
+        assert_eq!(statuses(h), statuses(r), "call {}", h.call.id);
+    }
+    let last = read.last().unwrap();
+    assert_eq!(last.fired, ["auto_compact"]);
+    for seq in [environment, spaced, wide] {
+        assert_eq!(
+            status(last, seq),
+            "pinned",
+            "seq {seq}: the initial context"
+        );
+    }
+    for seq in [summary, near, real] {
+        assert_eq!(status(last, seq), "summarized", "seq {seq}: not kept");
+    }
+}
+
 #[test]
 fn codex_after_two_manual_compactions_keeps_both_user_messages_and_the_newest_summary() {
     // compact.rs: manual_compact_twice_preserves_latest_user_messages.

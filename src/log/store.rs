@@ -11,8 +11,8 @@ use rusqlite::{Connection, OpenFlags, Row};
 
 use super::{LogError, Result, TextLimit, check_schema, precheck, sqlite_err};
 use crate::model::{
-    Event, Kind, LoadNote, Log, ModelCall, Record, Session, SessionLog, SharedSource, Summary,
-    Text, TextSource, Usage,
+    Event, HELD_BYTES, Kind, LoadNote, Log, ModelCall, Opening, Record, Session, SessionLog,
+    SharedSource, Summary, Text, TextSource, Usage,
 };
 
 /// How long a read waits for a writer's lock before giving up.
@@ -308,29 +308,41 @@ impl Store {
         let span = upto.saturating_sub(after.max(0));
         let mut unlisted = Vec::new();
         if span < SPLIT_ABOVE {
-            let unknown = read_event_range(conn, &self.texts, after, upto, budget, |e| {
-                push_event(log, &mut unlisted, e)
-            })?;
+            let unknown =
+                read_event_range(conn, &self.texts, after, upto, budget, |e, opening| {
+                    push_event(log, &mut unlisted, e, opening)
+                })?;
             return Ok((unknown, unlisted));
         }
         let middle = upto - span / 2;
         let helper = open_read_only(&self.path).map_err(ReadError::Log)?;
         let mut aside =
             Vec::with_capacity(usize::try_from(upto - middle).unwrap_or(0).min(1 << 22));
+        // How the user messages set aside open, by their place there.
+        let mut openings = Vec::new();
         let (first, second) = std::thread::scope(|scope| {
-            let (texts, aside) = (&self.texts, &mut aside);
+            let (texts, aside, openings) = (&self.texts, &mut aside, &mut openings);
             let second = scope.spawn(move || {
-                read_event_range(&helper, texts, middle, upto, budget, |e| aside.push(e))
+                read_event_range(&helper, texts, middle, upto, budget, |e, opening| {
+                    if let Some(opening) = opening {
+                        openings.push((aside.len(), opening));
+                    }
+                    aside.push(e)
+                })
             });
-            let first = read_event_range(conn, &self.texts, after, middle, budget, |e| {
-                push_event(log, &mut unlisted, e)
+            let first = read_event_range(conn, &self.texts, after, middle, budget, |e, opening| {
+                push_event(log, &mut unlisted, e, opening)
             });
             (first, second.join())
         });
         let mut unknown = first?;
         unknown.extend(second.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?);
-        for event in aside {
-            push_event(log, &mut unlisted, event);
+        let mut openings = openings.into_iter().peekable();
+        for (at, event) in aside.into_iter().enumerate() {
+            let opening = openings
+                .next_if(|&(aside_at, _)| aside_at == at)
+                .map(|(_, o)| o);
+            push_event(log, &mut unlisted, event, opening);
         }
         crate::give_back_freed_memory();
         Ok((unknown, unlisted))
@@ -367,7 +379,7 @@ fn read_event_range(
     after: i64,
     upto: i64,
     budget: &Budget,
-    mut push: impl FnMut(Event),
+    mut push: impl FnMut(Event, Option<Opening>),
 ) -> Result<Vec<LoadNote>, ReadError> {
     let mut stmt = conn.prepare(
         "SELECT seq, session_id, turn, ts, kind, tool_name, call_id, content, meta, rowid
@@ -396,6 +408,11 @@ fn read_event_range(
     };
     while let Some(row) = rows.next()? {
         let kind = Kind::parse(text(row, 4)?);
+        // How a user message that stays in the log opens is kept with its
+        // session (`SessionLog::opening`).
+        let content = text(row, 7)?;
+        let opening =
+            (kind == Kind::User && content.len() > HELD_BYTES).then(|| Opening::of(content));
         let event = Event {
             seq: row.get(0)?,
             session_id: name(text(row, 1)?),
@@ -404,7 +421,7 @@ fn read_event_range(
             kind,
             tool_name: text_or_null(row, 5)?.map(&mut name),
             call_id: text_or_null(row, 6)?.map(&mut call_id),
-            content: Text::stored(Arc::clone(texts), row.get(9)?, text(row, 7)?),
+            content: Text::stored(Arc::clone(texts), row.get(9)?, content),
             meta: row.get(8)?,
         };
         if !budget.take(event.meta.as_ref().map_or(0, |m| m.len())) {
@@ -417,7 +434,7 @@ fn read_event_range(
                 message: format!("unknown event kind '{}'", text(row, 4)?),
             });
         }
-        push(event);
+        push(event, opening);
     }
     Ok(notes)
 }
@@ -548,8 +565,9 @@ fn reserve_events(conn: &Connection, log: &mut Log, after: i64, upto: i64) -> ru
     Ok(())
 }
 
-/// Adds `event` to its session, noting in `unlisted` a session first seen so.
-fn push_event(log: &mut Log, unlisted: &mut Vec<LoadNote>, event: Event) {
+/// Adds `event` to its session (with how its text opens, see
+/// `SessionLog::push_loaded`), noting in `unlisted` a session first seen so.
+fn push_event(log: &mut Log, unlisted: &mut Vec<LoadNote>, event: Event, opening: Option<Opening>) {
     if log.position(&event.session_id).is_none() {
         unlisted.push(LoadNote {
             session_id: event.session_id.to_string(),
@@ -560,7 +578,8 @@ fn push_event(log: &mut Log, unlisted: &mut Vec<LoadNote>, event: Event) {
             ),
         });
     }
-    log.session_mut(&event.session_id.clone()).push_event(event);
+    log.session_mut(&event.session_id.clone())
+        .push_loaded(event, opening);
 }
 
 fn read_call(r: &Row) -> rusqlite::Result<ModelCall> {

@@ -16,7 +16,7 @@ use crate::engine::context::{Context, Counts, Cut, Why};
 use crate::engine::reducers::apply_cover;
 use crate::engine::split::take_cover;
 use crate::engine::{Carry, ReducerName, Span, State, Status, cut_text};
-use crate::model::{Event, Kind, Text};
+use crate::model::{Event, Kind, Opening, SessionLog, Text};
 use crate::policy::{Budget, Codex, Policy};
 
 /// Codex's token estimate: bytes / 4, rounded up.
@@ -64,13 +64,11 @@ pub fn is_contextual(text: &str) -> bool {
     })
 }
 
-/// What Codex keeps of `events` (the history up to a compaction): the
-/// initial context (system events and contextual user messages), and the
-/// newest real user messages within `max_tokens`, each with the tokens it
-/// is cut to when it crossed the limit. Earlier summaries are not kept.
+/// What Codex keeps of `events` (the history up to a compaction, held):
+/// see `Messages::kept`.
 pub fn kept(events: &[Event], x: &Codex) -> Kept {
     let mut messages = Messages::default();
-    messages.read(events, 0, x);
+    messages.read(events, &|_| None, 0, x);
     messages.kept(events, events.len(), x)
 }
 
@@ -101,10 +99,17 @@ impl Messages {
     /// Adds the events from `from` on. They are taken from what walks
     /// of the session found (kept in `counts` by summary prefix, as the
     /// messages depend on nothing else); the first to need them reads the
-    /// rest of the session, `all`, in one pass for this walk and the next.
+    /// whole session in one pass for this walk and the next.
     /// The lock is not held while reading: a walk beside this one, on the
     /// same core, may be waiting for it.
-    fn extend(&mut self, events: &[Event], from: usize, all: &[Event], x: &Codex, counts: &Counts) {
+    fn extend(
+        &mut self,
+        events: &[Event],
+        from: usize,
+        session: &SessionLog,
+        x: &Codex,
+        counts: &Counts,
+    ) {
         let prefix = x.summary_prefix.as_str();
         let memo = || (counts.memo.codex_messages.lock()).unwrap_or_else(PoisonError::into_inner);
         let known = memo()
@@ -113,8 +118,8 @@ impl Messages {
             .cloned();
         let known = known.unwrap_or_else(|| {
             let mut read = Messages::default();
-            read.read(all, 0, x);
-            read.seen = all.len();
+            read.read(&session.events, &|ix| session.opening(ix), 0, x);
+            read.seen = session.events.len();
             let read = Arc::new(read);
             memo().insert(prefix.into(), Arc::clone(&read));
             read
@@ -132,11 +137,25 @@ impl Messages {
     }
 
     /// Adds the events from `from` on, the user messages' texts read back
-    /// together, a part per core (`Text::par_map`), not one read each.
-    fn read(&mut self, events: &[Event], from: usize, x: &Codex) {
-        let new = events.get(from..).unwrap_or_default();
-        let users = new.iter().filter(|e| e.kind == Kind::User);
-        let texts: Vec<&Text> = users.map(|e| &e.content).collect();
+    /// together, a part per core (`Text::par_map`), not one read each;
+    /// those that open (`opening`, see `SessionLog::opening`) as neither the
+    /// initial context nor a summary can are the user's own, and not read.
+    fn read(
+        &mut self,
+        events: &[Event],
+        opening: &dyn Fn(usize) -> Option<Opening>,
+        from: usize,
+        x: &Codex,
+    ) {
+        let users = (from..events.len()).filter(|&ix| events[ix].kind == Kind::User);
+        let unread: Vec<usize> = users
+            .filter(|&ix| {
+                opening(ix).is_none_or(|opening| {
+                    may_be_others(opening.bytes(), events[ix].content.len(), x)
+                })
+            })
+            .collect();
+        let texts: Vec<&Text> = unread.iter().map(|&ix| &events[ix].content).collect();
         let what = Text::par_map(&texts, |_, text| {
             if is_contextual(text) {
                 UserText::Initial
@@ -146,21 +165,25 @@ impl Messages {
                 UserText::Real
             }
         });
-        let mut what = what.into_iter();
-        for (ix, e) in (from..).zip(new) {
+        let mut what = unread.iter().zip(what).peekable();
+        for (ix, e) in events.iter().enumerate().skip(from) {
             match e.kind {
                 Kind::System => self.initial.push(ix),
-                Kind::User => match what.next() {
-                    Some(UserText::Initial) => self.initial.push(ix),
-                    Some(UserText::Real) => self.users.push(ix),
-                    Some(UserText::Summary) | None => {}
+                Kind::User => match what.next_if(|&(&at, _)| at == ix) {
+                    Some((_, UserText::Initial)) => self.initial.push(ix),
+                    Some((_, UserText::Summary)) => {}
+                    Some((_, UserText::Real)) | None => self.users.push(ix),
                 },
                 _ => {}
             }
         }
     }
 
-    /// What Codex keeps of the events before `end` (see `kept`).
+    /// What Codex keeps of the events before `end` (the history up to a
+    /// compaction): the initial context (system events and contextual user
+    /// messages), and the newest real user messages within the budget,
+    /// each with the tokens it is cut to when it crossed the limit. Earlier
+    /// summaries are not kept.
     fn kept(&self, events: &[Event], end: usize, x: &Codex) -> Kept {
         let before = |list: &[usize]| list.partition_point(|&ix| ix < end);
         let mut out: Kept = self.initial[..before(&self.initial)]
@@ -184,6 +207,20 @@ impl Messages {
         out.sort_unstable();
         out
     }
+}
+
+/// Whether a user message of `len` bytes that opens with `opening` (its
+/// first bytes) may be the initial context or a summary: the initial
+/// context opens with `<` or `#` (after whitespace, which may be more than
+/// the opening holds, or not ASCII), a summary with the prefix.
+fn may_be_others(opening: &[u8], len: usize, x: &Codex) -> bool {
+    let text = opening.trim_ascii_start();
+    let initial = text
+        .first()
+        .is_none_or(|&b| matches!(b, b'<' | b'#') || !b.is_ascii());
+    let prefix = x.summary_prefix.as_bytes();
+    let n = prefix.len().min(opening.len());
+    initial || (len >= prefix.len() && opening[..n] == prefix[..n])
 }
 
 /// The indices of `list` (ascending) within `from..end`.
@@ -232,7 +269,7 @@ pub fn project<'a>(
     // moved, but for the messages kept otherwise (below).
     let (cover, from) = take_cover(&ctx, state, policy, &mut carry.cover);
     let messages = &mut carry.codex.messages;
-    messages.extend(ctx.events, carry.seen, &ctx.session.events, x, &ctx.counts);
+    messages.extend(ctx.events, carry.seen, ctx.session, x, &ctx.counts);
     // What is kept of the span is the same at every call while the span
     // is; when it moves, only the messages kept at one call and not the
     // other (or cut otherwise) are made again, with the events it moved.
