@@ -67,9 +67,7 @@ pub fn is_contextual(text: &str) -> bool {
 /// What Codex keeps of `events` (the history up to a compaction, held):
 /// see `Messages::kept`.
 pub fn kept(events: &[Event], x: &Codex) -> Kept {
-    let mut messages = Messages::default();
-    messages.read(events, &|_| None, 0, x);
-    messages.kept(events, events.len(), x)
+    Messages::read(events, &|_| None, x).kept(events, events.len(), x)
 }
 
 /// What a compaction keeps: messages by index, each with the tokens it is
@@ -77,7 +75,7 @@ pub fn kept(events: &[Event], x: &Codex) -> Kept {
 pub type Kept = Vec<(usize, Option<u64>)>;
 
 /// The messages a compaction may keep, by index: the initial context and
-/// the real user messages, found once as the events come.
+/// the real user messages of a whole session, found once.
 #[derive(Clone, Debug, Default)]
 pub struct Messages {
     initial: Vec<usize>,
@@ -96,58 +94,34 @@ enum UserText {
 }
 
 impl Messages {
-    /// Adds the events from `from` on. They are taken from what walks
-    /// of the session found (kept in `counts` by summary prefix, as the
-    /// messages depend on nothing else); the first to need them reads the
-    /// whole session in one pass for this walk and the next.
-    /// The lock is not held while reading: a walk beside this one, on the
-    /// same core, may be waiting for it.
-    fn extend(
-        &mut self,
-        events: &[Event],
-        from: usize,
-        session: &SessionLog,
-        x: &Codex,
-        counts: &Counts,
-    ) {
+    /// Those of `session`: what a walk of it found before (kept in `counts`
+    /// by summary prefix, as the messages depend on nothing else), or read
+    /// now, for this walk and the next. The lock is not held while reading:
+    /// a walk beside this one, on the same core, may be waiting for it.
+    fn of(session: &SessionLog, x: &Codex, counts: &Counts) -> Arc<Messages> {
         let prefix = x.summary_prefix.as_str();
         let memo = || (counts.memo.codex_messages.lock()).unwrap_or_else(PoisonError::into_inner);
         let known = memo()
             .get(prefix)
-            .filter(|known| known.seen >= events.len())
+            .filter(|known| known.seen == session.events.len())
             .cloned();
-        let known = known.unwrap_or_else(|| {
-            let mut read = Messages::default();
-            read.read(&session.events, &|ix| session.opening(ix), 0, x);
-            read.seen = session.events.len();
-            let read = Arc::new(read);
+        known.unwrap_or_else(|| {
+            let read = Arc::new(Messages::read(
+                &session.events,
+                &|ix| session.opening(ix),
+                x,
+            ));
             memo().insert(prefix.into(), Arc::clone(&read));
             read
-        });
-        self.take(&known, from, events.len());
-        self.seen = events.len();
+        })
     }
 
-    /// Adds what `other` found among the events `from..end`.
-    fn take(&mut self, other: &Messages, from: usize, end: usize) {
-        self.initial
-            .extend_from_slice(within(&other.initial, from, end));
-        self.users
-            .extend_from_slice(within(&other.users, from, end));
-    }
-
-    /// Adds the events from `from` on, the user messages' texts read back
-    /// together, a part per core (`Text::par_map`), not one read each;
-    /// those that open (`opening`, see `SessionLog::opening`) as neither the
-    /// initial context nor a summary can are the user's own, and not read.
-    fn read(
-        &mut self,
-        events: &[Event],
-        opening: &dyn Fn(usize) -> Option<Opening>,
-        from: usize,
-        x: &Codex,
-    ) {
-        let users = (from..events.len()).filter(|&ix| events[ix].kind == Kind::User);
+    /// Those of `events`, the user messages' texts read back together
+    /// (`Text::par_map`), not one read each; those that open (`opening`, see
+    /// `SessionLog::opening`) as neither the initial context nor a summary
+    /// can are the user's own, and not read.
+    fn read(events: &[Event], opening: &dyn Fn(usize) -> Option<Opening>, x: &Codex) -> Messages {
+        let users = (0..events.len()).filter(|&ix| events[ix].kind == Kind::User);
         let unread: Vec<usize> = users
             .filter(|&ix| {
                 opening(ix).is_none_or(|opening| {
@@ -166,17 +140,22 @@ impl Messages {
             }
         });
         let mut what = unread.iter().zip(what).peekable();
-        for (ix, e) in events.iter().enumerate().skip(from) {
+        let mut messages = Messages {
+            seen: events.len(),
+            ..Messages::default()
+        };
+        for (ix, e) in events.iter().enumerate() {
             match e.kind {
-                Kind::System => self.initial.push(ix),
+                Kind::System => messages.initial.push(ix),
                 Kind::User => match what.next_if(|&(&at, _)| at == ix) {
-                    Some((_, UserText::Initial)) => self.initial.push(ix),
+                    Some((_, UserText::Initial)) => messages.initial.push(ix),
                     Some((_, UserText::Summary)) => {}
-                    Some((_, UserText::Real)) | None => self.users.push(ix),
+                    Some((_, UserText::Real)) | None => messages.users.push(ix),
                 },
                 _ => {}
             }
         }
+        messages
     }
 
     /// What Codex keeps of the events before `end` (the history up to a
@@ -223,19 +202,13 @@ fn may_be_others(opening: &[u8], len: usize, x: &Codex) -> bool {
     initial || (len >= prefix.len() && opening[..n] == prefix[..n])
 }
 
-/// The indices of `list` (ascending) within `from..end`.
-fn within(list: &[usize], from: usize, end: usize) -> &[usize] {
-    let at = |ix: usize| list.partition_point(|&found| found < ix);
-    &list[at(from)..at(end)]
-}
-
 /// What codex carries from call to call: what it keeps of the compacted
 /// span, the same at every call while the span is, and the messages it
 /// may keep.
 #[derive(Clone, Debug, Default)]
 pub struct Carried {
     kept: Option<(Span, Kept)>,
-    messages: Messages,
+    messages: Option<Arc<Messages>>,
 }
 
 pub fn project<'a>(
@@ -268,8 +241,8 @@ pub fn project<'a>(
     // The call before's slots stand before the first event the summary
     // moved, but for the messages kept otherwise (below).
     let (cover, from) = take_cover(&ctx, state, policy, &mut carry.cover);
-    let messages = &mut carry.codex.messages;
-    messages.extend(ctx.events, carry.seen, ctx.session, x, &ctx.counts);
+    let messages =
+        (carry.codex.messages).get_or_insert_with(|| Messages::of(ctx.session, x, &ctx.counts));
     // What is kept of the span is the same at every call while the span
     // is; when it moves, only the messages kept at one call and not the
     // other (or cut otherwise) are made again, with the events it moved.
