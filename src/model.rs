@@ -370,9 +370,9 @@ impl SessionLog {
     }
 
     /// `push_event`, for a loaded event whose text stays in the log: how a
-    /// user message opens is kept (see `opening`).
+    /// user message opens (the loader's `opening`) is kept (see `opening`).
     pub fn push_loaded(&mut self, event: Event, opening: Option<Opening>) {
-        if let Some(opening) = opening.filter(|_| event.kind == Kind::User) {
+        if let Some(opening) = opening {
             self.openings.push((self.events.len() as u32, opening));
         }
         self.push_event(event);

@@ -166,22 +166,16 @@ impl Text {
     }
 
     /// `f` of each of `texts` (with its position), made on all cores: the
-    /// stored texts read back [`READ_BATCH_BYTES`] at a time, each batch in
-    /// a part per core (each read in one pass), and let go after.
+    /// stored texts read back [`READ_BATCH_BYTES`] at a time, and let go after.
     pub fn par_map<T: Send>(texts: &[&Text], f: impl Fn(usize, &str) -> T + Sync) -> Vec<T> {
         let mut out = Vec::with_capacity(texts.len());
         let mut start = 0;
         while start < texts.len() {
             let end = start + batch_len(texts[start..].iter().map(|t| t.len()));
-            let part = (end - start).div_ceil(rayon::current_num_threads());
-            let parts: Vec<Vec<Option<Cow<str>>>> = (texts[start..end].par_chunks(part))
-                .map(|part| {
-                    let mut read = vec![None; part.len()];
-                    Text::each(part.iter().copied(), |at, text| read[at] = Some(text));
-                    read
-                })
-                .collect();
-            let batch: Vec<Option<Cow<str>>> = parts.into_iter().flatten().collect();
+            let mut batch: Vec<Option<Cow<str>>> = vec![None; end - start];
+            Text::each(texts[start..end].iter().copied(), |at, text| {
+                batch[at] = Some(text)
+            });
             out.par_extend(
                 batch
                     .par_iter()
