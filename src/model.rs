@@ -260,7 +260,10 @@ pub struct SessionLog {
     /// False once an event arrives out of seq order (only in a broken log);
     /// lookups by seq then scan instead of searching.
     in_seq_order: bool,
-    pairs: HashMap<String, Pair>,
+    /// Each call id's first tool call and first result, by index into
+    /// `events` (`NONE` where there is none yet), found by the id's hash:
+    /// eight bytes an id, not a copy of it.
+    pairs: hashbrown::HashTable<(u32, u32)>,
     /// The other half of each event's pair, parallel to `events`.
     partners: Vec<Option<u32>>,
     /// Each event's tool as an index into `tool_names`, parallel to `events`.
@@ -269,6 +272,20 @@ pub struct SessionLog {
     /// How the loaded user messages whose texts stay in the log open, by
     /// index (see `Opening`).
     openings: Vec<(u32, Opening)>,
+}
+
+/// No event, in `SessionLog::pairs`.
+const NONE: u32 = u32::MAX;
+
+fn pair_hash(call_id: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one(call_id)
+}
+
+/// The call id of a pair in `SessionLog::pairs`: that of its first event.
+fn pair_id(events: &[Event], (call, result): (u32, u32)) -> &str {
+    let ix = if call == NONE { result } else { call };
+    events[ix as usize].call_id.as_deref().unwrap_or_default()
 }
 
 /// The first bytes of a text (all of it, when shorter), kept as it is
@@ -335,17 +352,24 @@ impl SessionLog {
         };
         let mut partner = None;
         if let (Some(call_id), Kind::ToolCall | Kind::ToolResult) = (&event.call_id, event.kind) {
-            let pair = self.pairs.entry(call_id.to_string()).or_default();
+            let events = &self.events;
+            let (call, result) = self
+                .pairs
+                .entry(
+                    pair_hash(call_id),
+                    |&pair| pair_id(events, pair) == &**call_id,
+                    |&pair| pair_hash(pair_id(events, pair)),
+                )
+                .or_insert((NONE, NONE))
+                .into_mut();
             match event.kind {
-                Kind::ToolCall => {
-                    pair.call.get_or_insert(ix);
-                }
-                _ if pair.result.is_none() => {
-                    pair.result = Some(ix);
+                Kind::ToolCall if *call == NONE => *call = ix as u32,
+                Kind::ToolResult if *result == NONE => {
+                    *result = ix as u32;
                     // The call learns its partner now that the result has arrived.
-                    if let Some(call) = pair.call {
-                        self.partners[call] = Some(ix as u32);
-                        partner = Some(call as u32);
+                    if *call != NONE {
+                        self.partners[*call as usize] = Some(ix as u32);
+                        partner = Some(*call);
                     }
                 }
                 _ => {}
@@ -420,7 +444,14 @@ impl SessionLog {
 
     /// The tool call and result sharing `call_id` (the first of each).
     pub fn pair(&self, call_id: &str) -> Pair {
-        self.pairs.get(call_id).copied().unwrap_or_default()
+        let found = (self.pairs).find(pair_hash(call_id), |&pair| {
+            pair_id(&self.events, pair) == call_id
+        });
+        let at = |ix: u32| (ix != NONE).then_some(ix as usize);
+        found.map_or_else(Pair::default, |&(call, result)| Pair {
+            call: at(call),
+            result: at(result),
+        })
     }
 
     /// The other half of the pair the event at `ix` belongs to.

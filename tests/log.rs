@@ -409,3 +409,49 @@ fn an_incremental_load_sees_what_a_second_connection_appends_in_wal_mode() {
     assert_eq!(changes.sessions, 1);
     assert_eq!(log.sessions.len(), 2);
 }
+
+#[test]
+fn a_pair_is_the_first_call_and_the_first_result_of_its_id() {
+    let mut s = SessionLog::new(session("s1"));
+    let mut seq = 0;
+    let mut push = |s: &mut SessionLog, kind: Kind, id: &str| {
+        seq += 1;
+        s.push_event(event(seq, 1, kind, Some(("grep", id)), "x"));
+        s.events.len() - 1
+    };
+    // Enough ids for the index to grow many times over.
+    let mut expected = Vec::new();
+    for n in 0..3000 {
+        let id = format!("c{n}");
+        let (call, result) = match n % 4 {
+            // A result before its call, then the call: they pair.
+            0 => {
+                let result = push(&mut s, Kind::ToolResult, &id);
+                (push(&mut s, Kind::ToolCall, &id), Some(result))
+            }
+            // A call answered twice, then called again: the first of each.
+            1 => {
+                let call = push(&mut s, Kind::ToolCall, &id);
+                let result = push(&mut s, Kind::ToolResult, &id);
+                push(&mut s, Kind::ToolResult, &id);
+                push(&mut s, Kind::ToolCall, &id);
+                (call, Some(result))
+            }
+            // Never answered.
+            2 => (push(&mut s, Kind::ToolCall, &id), None),
+            _ => {
+                let call = push(&mut s, Kind::ToolCall, &id);
+                (call, Some(push(&mut s, Kind::ToolResult, &id)))
+            }
+        };
+        expected.push((id, call, result));
+    }
+    for (id, call, result) in &expected {
+        let pair = s.pair(id);
+        assert_eq!((pair.call, pair.result), (Some(*call), *result), "{id}");
+        // The partner is learnt when the result arrives after its call.
+        let after = result.filter(|&r| r > *call);
+        assert_eq!(s.partner_of(*call), after, "{id}");
+    }
+    assert_eq!(s.pair("c3000"), Default::default());
+}
