@@ -3,8 +3,8 @@
 //! events a model call saw). Words follow docs/contract.md §1.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
+pub use arcstr::ArcStr;
 use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
@@ -99,29 +99,29 @@ pub struct Session {
 ///
 /// Kept small, as a long log holds many: the session and tool names are
 /// shared between the events that name them, and a call id between the
-/// call and its result (a loaded log shares them), the time is held
-/// inline, the other strings are boxed, and the text is a
-/// `Text`. What a walk over many events reads of each (seq, turn, kind)
-/// comes first, in one cache line.
+/// call and its result (a loaded log shares them), each behind one pointer
+/// (`ArcStr`: an `Arc<str>` takes two); the time is held inline, and the
+/// text is a `Text`. What a walk over many events reads of each (seq,
+/// turn, kind) comes first, in one cache line.
 #[derive(Clone, Debug, PartialEq)]
 #[repr(C)]
 pub struct Event {
     pub seq: i64,
     pub turn: i64,
     pub kind: Kind,
-    pub session_id: Arc<str>,
+    pub session_id: ArcStr,
     /// Held inline up to 24 bytes (`2026-03-02T09:00:50.123Z` fits; a time
     /// with an offset or finer fractions is boxed).
     pub ts: CompactString,
-    pub tool_name: Option<Arc<str>>,
-    pub call_id: Option<Arc<str>>,
+    pub tool_name: Option<ArcStr>,
+    pub call_id: Option<ArcStr>,
     pub content: Text,
     /// Raw JSON text.
-    pub meta: Option<Box<str>>,
+    pub meta: Option<ArcStr>,
 }
 
-// In that order it still takes 128 bytes: a long log holds one per event.
-const _: () = assert!(std::mem::size_of::<Event>() == 128);
+// In that order it takes 96 bytes: a long log holds one per event.
+const _: () = assert!(std::mem::size_of::<Event>() == 96);
 
 /// One row of `summaries`: a derived artifact keyed by the span it covers.
 #[derive(Clone, Debug, PartialEq, Default)]

@@ -11,8 +11,8 @@ use rusqlite::{Connection, OpenFlags, Row};
 
 use super::{LogError, Result, TextLimit, check_schema, precheck, sqlite_err};
 use crate::model::{
-    Event, HELD_BYTES, Kind, LoadNote, Log, ModelCall, Opening, Record, Session, SessionLog,
-    SharedSource, Summary, Text, TextSource, Usage,
+    ArcStr, Event, HELD_BYTES, Kind, LoadNote, Log, ModelCall, Opening, Record, Session,
+    SessionLog, SharedSource, Summary, Text, TextSource, Usage,
 };
 
 /// How long a read waits for a writer's lock before giving up.
@@ -388,21 +388,21 @@ fn read_event_range(
     let mut rows = stmt.query([after, upto])?;
     let mut notes = Vec::new();
     // Session and tool names, one copy each, shared by the events naming them.
-    let mut names: HashSet<Arc<str>> = HashSet::new();
-    let mut name = |text: &str| -> Arc<str> {
+    let mut names: HashSet<ArcStr> = HashSet::new();
+    let mut name = |text: &str| -> ArcStr {
         if let Some(known) = names.get(text) {
-            return Arc::clone(known);
+            return ArcStr::clone(known);
         }
-        let new: Arc<str> = text.into();
-        names.insert(Arc::clone(&new));
+        let new = ArcStr::from(text);
+        names.insert(ArcStr::clone(&new));
         new
     };
     // Call ids, one copy shared by a call and its result.
-    let mut open_calls: HashSet<Arc<str>> = HashSet::new();
-    let mut call_id = |id: &str| -> Arc<str> {
+    let mut open_calls: HashSet<ArcStr> = HashSet::new();
+    let mut call_id = |id: &str| -> ArcStr {
         open_calls.take(id).unwrap_or_else(|| {
-            let new: Arc<str> = id.into();
-            open_calls.insert(Arc::clone(&new));
+            let new = ArcStr::from(id);
+            open_calls.insert(ArcStr::clone(&new));
             new
         })
     };
@@ -422,7 +422,7 @@ fn read_event_range(
             tool_name: text_or_null(row, 5)?.map(&mut name),
             call_id: text_or_null(row, 6)?.map(&mut call_id),
             content: Text::stored(Arc::clone(texts), row.get(9)?, content),
-            meta: row.get(8)?,
+            meta: text_or_null(row, 8)?.map(ArcStr::from),
         };
         if !budget.take(event.meta.as_ref().map_or(0, |m| m.len())) {
             return Err(ReadError::TooLarge(format!("seq {}", event.seq)));

@@ -215,14 +215,14 @@ impl Writer {
                 insert
                     .execute(params![
                         e.seq,
-                        e.session_id,
+                        e.session_id.as_str(),
                         e.turn,
                         e.ts.as_str(),
                         e.kind.as_str(),
-                        e.tool_name,
-                        e.call_id,
+                        e.tool_name.as_deref(),
+                        e.call_id.as_deref(),
                         &*e.content.get(),
-                        e.meta
+                        e.meta.as_deref()
                     ])
                     .map_err(&err)?;
             }
