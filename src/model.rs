@@ -8,6 +8,7 @@ pub use arcstr::ArcStr;
 use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
+mod found;
 mod text;
 pub use text::{
     HELD_BYTES, Measure, READ_BATCH_BYTES, SharedSource, Source as TextSource, Text, batch_len,
@@ -272,6 +273,8 @@ pub struct SessionLog {
     /// How the loaded user messages whose texts stay in the log open, by
     /// index (see `Opening`).
     openings: Vec<(u32, Opening)>,
+    /// Which events hold the texts asked for so far (see `holding`).
+    found: found::Found,
 }
 
 /// No event, in `SessionLog::pairs`.

@@ -455,3 +455,45 @@ fn a_pair_is_the_first_call_and_the_first_result_of_its_id() {
     }
     assert_eq!(s.pair("c3000"), Default::default());
 }
+
+#[test]
+fn what_a_session_finds_is_what_a_scan_finds_as_it_grows() {
+    let texts = [
+        "Deploy key is ÄRGER-42",
+        "nothing here",
+        "the deploy KEY moved",
+        "",
+        "ärger-42 and deploy key",
+        "Ünïcode ÄRGER",
+    ];
+    let scan = |s: &SessionLog, needle: &str| -> Vec<u32> {
+        (0..s.events.len() as u32)
+            .filter(|&ix| {
+                let text = s.events[ix as usize].content.get().to_lowercase();
+                text.contains(needle)
+            })
+            .collect()
+    };
+    let mut s = SessionLog::new(session("s1"));
+    let mut seq = 0;
+    let needles: Vec<String> = ["deploy key", "ärger-42", "", "absent", "deploy key"]
+        .map(String::from)
+        .to_vec();
+    for round in 0..4 {
+        for text in texts.iter().cycle().skip(round).take(7) {
+            seq += 1;
+            s.push_event(event(seq, round as i64, Kind::Assistant, None, text));
+        }
+        // The first needles were asked before (kept, grown by the new
+        // events), the last one is new this round.
+        let mut asked = needles[..2 + round].to_vec();
+        asked.push(format!("key{round}"));
+        let found = s.holding(&asked);
+        assert_eq!(found.len(), asked.len());
+        for (needle, held) in asked.iter().zip(&found) {
+            assert_eq!(**held, scan(&s, needle), "round {round}: {needle:?}");
+        }
+        // Asked again with nothing new: the same.
+        assert_eq!(s.holding(&asked), found);
+    }
+}

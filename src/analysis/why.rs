@@ -194,6 +194,17 @@ impl Matcher {
         })
     }
 
+    /// Its groups as terms and how many of them an event needs, unless
+    /// one is a pattern (which only the text can tell).
+    fn terms_only(&self) -> Option<Vec<(&[String], usize)>> {
+        (self.groups.iter())
+            .map(|g| match g {
+                Group::Terms { terms, need } => Some((&terms[..], *need)),
+                Group::Pattern(_) => None,
+            })
+            .collect()
+    }
+
     fn describe(&self) -> Vec<String> {
         self.groups
             .iter()
@@ -268,26 +279,25 @@ fn rarer_than(session: &SessionLog, terms: Vec<String>, most: usize) -> Vec<Stri
         .collect()
 }
 
-/// How many events of the session hold each of `terms` (lower case), in
-/// one pass over the session's text on all cores.
+/// How many events of the session hold each of `terms` (lower case).
 fn frequencies(session: &SessionLog, terms: &[String]) -> Vec<usize> {
-    if terms.is_empty() {
-        return Vec::new();
-    }
-    let holds = session.map_texts(|_, text| {
-        let lower = text.to_lowercase();
-        terms
-            .iter()
-            .map(|term| lower.contains(term.as_str()))
-            .collect::<Vec<bool>>()
-    });
-    let mut held = vec![0; terms.len()];
-    for event in holds {
-        for (n, holds) in held.iter_mut().zip(event) {
-            *n += usize::from(holds);
+    session
+        .holding(terms)
+        .iter()
+        .map(|held| held.len())
+        .collect()
+}
+
+/// Whether each event of the session holds at least `need` of `terms`
+/// (lower case), as `Matcher::holds` finds a group of terms.
+fn holds_enough(session: &SessionLog, terms: &[String], need: usize) -> Vec<bool> {
+    let mut held = vec![0; session.events.len()];
+    for holders in session.holding(terms) {
+        for &ix in holders.iter() {
+            held[ix as usize] += 1;
         }
     }
-    held
+    held.into_iter().map(|n: usize| n >= need).collect()
 }
 
 /// What makes an event's text this fact and not another: the names in it
@@ -339,11 +349,9 @@ fn resolve(fact: &Fact, session: &SessionLog) -> Result<(Matcher, Vec<usize>), S
             let common = texts
                 .iter()
                 .all(|t| !words(t).iter().any(|(w, q)| is_name(w, *q)));
-            let holds = session.map_texts(|_, text| {
-                let lower = text.to_lowercase();
-                texts.iter().all(|t| lower.contains(t.as_str()))
-            });
-            let origin = holds.iter().position(|&holds| holds);
+            let origin = holds_enough(session, &texts, texts.len())
+                .iter()
+                .position(|&holds| holds);
             let terms = origin
                 .filter(|_| common)
                 .map(|ix| names(session, &session.events[ix].content.get()))
@@ -365,10 +373,17 @@ fn resolve(fact: &Fact, session: &SessionLog) -> Result<(Matcher, Vec<usize>), S
         _ => Vec::new(),
     };
     // The events that hold it (or were named), but for compaction markers.
-    let holds = session.map_texts(|ix, text| {
-        session.events[ix].kind != Kind::Compaction && (named.contains(&ix) || matcher.holds(text))
-    });
-    let holders: Vec<usize> = (0..holds.len()).filter(|&ix| holds[ix]).collect();
+    let holds: Vec<bool> = match matcher.terms_only() {
+        Some(groups) => (groups.into_iter())
+            .map(|(terms, need)| holds_enough(session, terms, need))
+            .reduce(|all, group| all.into_iter().zip(group).map(|(a, b)| a && b).collect())
+            .unwrap_or_else(|| vec![true; session.events.len()]),
+        None => session.map_texts(|_, text| matcher.holds(text)),
+    };
+    let holders: Vec<usize> = (0..holds.len())
+        .filter(|&ix| session.events[ix].kind != Kind::Compaction)
+        .filter(|&ix| named.contains(&ix) || holds[ix])
+        .collect();
     if holders.is_empty() {
         return Err(format!(
             "no event of session {} holds {}",

@@ -451,11 +451,7 @@ pub fn reason(session: &SessionLog, slots: &[Slot], ix: usize, mut at: At) -> St
 fn pin(ctx: &mut Context, pins: &crate::policy::Pin, carry: &mut Carry) {
     let n = ctx.events.len();
     let from = carry.seen.min(n);
-    carry.held.extend(
-        pins.held(&ctx.events[from..])
-            .into_iter()
-            .map(|at| from + at),
-    );
+    carry.held.extend(pins.held(ctx.session, from..n));
     for &held in &carry.held {
         let pair = ctx.session.partner_of(held).filter(|&p| p < n);
         for ix in std::iter::once(held).chain(pair) {

@@ -4,10 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
+use crate::model::SessionLog;
 use crate::tokens::Encoding;
 
 /// The shipped defaults, with a line of documentation for every key.
@@ -236,28 +238,23 @@ pub struct Pin {
 }
 
 impl Pin {
-    /// The positions in `events` of those pinned, their texts (where a pin
-    /// names text) read in one pass on all cores.
-    pub fn held(&self, events: &[crate::model::Event]) -> Vec<usize> {
-        let texts: Vec<String> = self
-            .text
-            .iter()
+    /// Those of the session's events in `range` that are pinned, by index.
+    pub fn held(&self, session: &SessionLog, range: Range<usize>) -> Vec<usize> {
+        let texts: Vec<String> = (self.text.iter())
             .filter(|t| !t.is_empty())
             .map(|t| t.to_lowercase())
             .collect();
-        if texts.is_empty() {
-            return (0..events.len())
-                .filter(|&ix| self.seqs.contains(&events[ix].seq))
-                .collect();
+        let mut held: Vec<usize> = (range.clone())
+            .filter(|&ix| self.seqs.contains(&session.events[ix].seq))
+            .collect();
+        for holders in session.holding(&texts) {
+            let from = holders.partition_point(|&ix| (ix as usize) < range.start);
+            let upto = holders.partition_point(|&ix| (ix as usize) < range.end);
+            held.extend(holders[from..upto].iter().map(|&ix| ix as usize));
         }
-        let contents: Vec<&crate::model::Text> = events.iter().map(|e| &e.content).collect();
-        let holds = crate::model::Text::par_map(&contents, |ix, content| {
-            self.seqs.contains(&events[ix].seq) || {
-                let lower = content.to_lowercase();
-                texts.iter().any(|t| lower.contains(t.as_str()))
-            }
-        });
-        (0..holds.len()).filter(|&ix| holds[ix]).collect()
+        held.sort_unstable();
+        held.dedup();
+        held
     }
 
     pub fn is_empty(&self) -> bool {
