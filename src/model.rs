@@ -250,6 +250,8 @@ pub struct Pair {
 pub struct SessionLog {
     pub session: Session,
     /// In the order the log stores them (seq order in a well-formed log).
+    /// Only ever added to, by `push_event`: the indexes below and what
+    /// `holding` keeps stand on the events before them staying as they are.
     pub events: Vec<Event>,
     pub summaries: Vec<Summary>,
     pub calls: Vec<ModelCall>,
@@ -265,6 +267,7 @@ pub struct SessionLog {
     /// `events` (`NONE` where there is none yet), found by the id's hash:
     /// eight bytes an id, not a copy of it.
     pairs: hashbrown::HashTable<(u32, u32)>,
+    pair_seed: foldhash::fast::RandomState,
     /// The other half of each event's pair, parallel to `events`.
     partners: Vec<Option<u32>>,
     /// Each event's tool as an index into `tool_names`, parallel to `events`.
@@ -280,15 +283,18 @@ pub struct SessionLog {
 /// No event, in `SessionLog::pairs`.
 const NONE: u32 = u32::MAX;
 
-fn pair_hash(call_id: &str) -> u64 {
+/// A call id's hash in `SessionLog::pairs`, seeded per session (a
+/// transcript's ids cannot be made to collide).
+fn pair_hash(seed: &foldhash::fast::RandomState, call_id: &str) -> u64 {
     use std::hash::BuildHasher;
-    foldhash::fast::FixedState::default().hash_one(call_id)
+    seed.hash_one(call_id)
 }
 
 /// The call id of a pair in `SessionLog::pairs`: that of its first event.
 fn pair_id(events: &[Event], (call, result): (u32, u32)) -> &str {
     let ix = if call == NONE { result } else { call };
-    events[ix as usize].call_id.as_deref().unwrap_or_default()
+    let event = events.get(ix as usize);
+    event.and_then(|e| e.call_id.as_deref()).unwrap_or_default()
 }
 
 /// The first bytes of a text (all of it, when shorter), kept as it is
@@ -355,13 +361,13 @@ impl SessionLog {
         };
         let mut partner = None;
         if let (Some(call_id), Kind::ToolCall | Kind::ToolResult) = (&event.call_id, event.kind) {
-            let events = &self.events;
+            let (events, seed) = (&self.events, &self.pair_seed);
             let (call, result) = self
                 .pairs
                 .entry(
-                    pair_hash(call_id),
+                    pair_hash(seed, call_id),
                     |&pair| pair_id(events, pair) == &**call_id,
-                    |&pair| pair_hash(pair_id(events, pair)),
+                    |&pair| pair_hash(seed, pair_id(events, pair)),
                 )
                 .or_insert((NONE, NONE))
                 .into_mut();
@@ -447,7 +453,7 @@ impl SessionLog {
 
     /// The tool call and result sharing `call_id` (the first of each).
     pub fn pair(&self, call_id: &str) -> Pair {
-        let found = (self.pairs).find(pair_hash(call_id), |&pair| {
+        let found = (self.pairs).find(pair_hash(&self.pair_seed, call_id), |&pair| {
             pair_id(&self.events, pair) == call_id
         });
         let at = |ix: u32| (ix != NONE).then_some(ix as usize);

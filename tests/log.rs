@@ -497,3 +497,25 @@ fn what_a_session_finds_is_what_a_scan_finds_as_it_grows() {
         assert_eq!(s.holding(&asked), found);
     }
 }
+
+#[test]
+fn a_text_that_could_not_be_read_back_is_looked_for_again() {
+    let dir = TempDir::new().unwrap();
+    let (path, mut writer) = new_log(&dir);
+    let long = |what: &str| format!("{what} {}", "x".repeat(HELD_BYTES));
+    let mut events = every_kind();
+    events.push(event(9, 1, Kind::Assistant, None, &long("the deploy key")));
+    writer.append(&events).unwrap();
+    drop(writer);
+    let log = Store::open(&path).unwrap().load().unwrap();
+    let s = &log.sessions[0];
+    let at = s.index_of(9).unwrap() as u32;
+    let needle = vec!["deploy key".to_string()];
+    // The log is away: its text cannot be read back, and nothing holds it.
+    let away = dir.path().join("away.db");
+    std::fs::rename(&path, &away).unwrap();
+    assert!(s.holding(&needle)[0].is_empty());
+    // Back, it is read and found.
+    std::fs::rename(&away, &path).unwrap();
+    assert_eq!(*s.holding(&needle)[0], vec![at]);
+}

@@ -9,11 +9,14 @@ use std::sync::{Arc, Mutex};
 
 use super::{SessionLog, Text};
 
-/// The most indices kept in all (4 MB); past it, what was kept is let go.
+/// What is kept past its last ask is let go beyond this weight: an index
+/// weighs one, a text asked for `ENTRY` more (some 4 MB in all).
 const KEPT: usize = 1 << 20;
+const ENTRY: usize = 16;
 
 /// What a session has found: for each text (lower case), its holders among
-/// the session's first `upto` events. A clone starts empty.
+/// the session's first `upto` events (only ever added to: see
+/// `SessionLog::events`). A clone starts empty.
 #[derive(Default)]
 pub(super) struct Found(Mutex<HashMap<String, Holders>>);
 
@@ -63,34 +66,49 @@ impl SessionLog {
             let lower = text.to_lowercase();
             let holds =
                 |&(i, needle): &(usize, &String)| ix >= from[i] && lower.contains(needle.as_str());
-            needles
-                .iter()
-                .enumerate()
+            let holds: Vec<u32> = (needles.iter().enumerate())
                 .filter(holds)
                 .map(|(i, _)| i as u32)
-                .collect::<Vec<u32>>()
+                .collect();
+            // A text that could not be read back is a line saying so, of
+            // another length: what it holds is not kept, to be read again.
+            (holds, text.len() == texts[at].len())
         });
+        let read = held
+            .iter()
+            .position(|(_, read)| !read)
+            .unwrap_or(held.len());
         let mut lists: Vec<Vec<u32>> = known
             .iter()
             .map(|k| k.as_ref().map_or_else(Vec::new, |h| h.at.to_vec()))
             .collect();
-        for (at, holds) in held.into_iter().enumerate() {
+        for (at, (holds, _)) in held.into_iter().enumerate() {
             for i in holds {
                 lists[i as usize].push((start + at) as u32);
             }
         }
         let lists: Vec<Arc<Vec<u32>>> = lists.into_iter().map(Arc::new).collect();
+        // Kept up to the first text not read back; what this ask found is
+        // kept whatever it weighs (a pin asks again at every call), what
+        // earlier asks found only within `KEPT`.
+        let upto = start + read;
+        let keep: Vec<Arc<Vec<u32>>> = (lists.iter())
+            .map(|at| match upto == n {
+                true => Arc::clone(at),
+                false => Arc::new(at[..at.partition_point(|&ix| (ix as usize) < upto)].to_vec()),
+            })
+            .collect();
+        let weight = |at: &Arc<Vec<u32>>| at.len() + ENTRY;
         let mut found = self.found.0.lock().unwrap_or_else(|e| e.into_inner());
-        let adding: usize = lists.iter().map(|l| l.len()).sum();
-        let kept: usize = found.values().map(|h| h.at.len()).sum();
-        if kept + adding > KEPT {
+        for needle in needles {
+            found.remove(needle);
+        }
+        let kept: usize = found.values().map(|h| weight(&h.at)).sum();
+        if kept + keep.iter().map(weight).sum::<usize>() > KEPT {
             found.clear();
         }
-        if adding <= KEPT {
-            for (needle, at) in needles.iter().zip(&lists) {
-                let at = Arc::clone(at);
-                found.insert(needle.clone(), Holders { upto: n, at });
-            }
+        for (needle, at) in needles.iter().zip(keep) {
+            found.insert(needle.clone(), Holders { upto, at });
         }
         lists
     }

@@ -240,6 +240,7 @@ pub struct Pin {
 impl Pin {
     /// Those of the session's events in `range` that are pinned, by index.
     pub fn held(&self, session: &SessionLog, range: Range<usize>) -> Vec<usize> {
+        let range = range.start..range.end.min(session.events.len());
         let texts: Vec<String> = (self.text.iter())
             .filter(|t| !t.is_empty())
             .map(|t| t.to_lowercase())
