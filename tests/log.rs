@@ -2,7 +2,8 @@
 
 use ctxlens::log::{LogError, Store, Writer};
 use ctxlens::model::{
-    Event, HELD_BYTES, Kind, ModelCall, Session, SessionLog, Summary, Text, Usage, partition_near,
+    Event, HELD_BYTES, Kind, Measure, ModelCall, Session, SessionLog, Summary, Text, Usage,
+    partition_near,
 };
 use tempfile::TempDir;
 
@@ -518,4 +519,18 @@ fn a_text_that_could_not_be_read_back_is_looked_for_again() {
     // Back, it is read and found.
     std::fs::rename(&away, &path).unwrap();
     assert_eq!(*s.holding(&needle)[0], vec![at]);
+}
+
+proptest::proptest! {
+    /// A text's measures are what the standard library counts of it.
+    #[test]
+    fn a_texts_measures_are_what_std_counts(
+        text in "(\\PC|[\r\n\t ]|\u{1F600}|\u{10FFFF}|\u{80}|\u{7FF}|\u{FFFF}){0,80}"
+    ) {
+        let m = Measure::of(&text);
+        proptest::prop_assert_eq!(m.bytes as usize, text.len());
+        proptest::prop_assert_eq!(m.chars as usize, text.chars().count());
+        proptest::prop_assert_eq!(m.utf16 as usize, text.encode_utf16().count());
+        proptest::prop_assert_eq!(m.lines as usize, text.lines().count());
+    }
 }
