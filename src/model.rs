@@ -267,6 +267,7 @@ pub struct SessionLog {
     /// `events` (`NONE` where there is none yet), found by the id's hash:
     /// eight bytes an id, not a copy of it.
     pairs: hashbrown::HashTable<(u32, u32)>,
+    /// The seed of `pairs`' hashes (see `pair_hash`).
     pair_seed: foldhash::fast::RandomState,
     /// The other half of each event's pair, parallel to `events`.
     partners: Vec<Option<u32>>,
