@@ -210,10 +210,15 @@ pub struct Usage {
     pub reasoning_tokens: Option<i64>,
 }
 
-/// One entry of a call's `evictions` column.
+/// One entry of a call's `evictions` column: the event of `seq`, or with
+/// `to_seq` every event of the call's session from `seq` to `to_seq`
+/// inclusive (a recording of a host that slides its window stores what it
+/// dropped as ranges, so a call's entries do not grow with the history).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Eviction {
     pub seq: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_seq: Option<i64>,
     pub action: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reducer: Option<String>,
@@ -431,6 +436,43 @@ impl SessionLog {
     /// The event with this seq.
     pub fn event(&self, seq: i64) -> Option<&Event> {
         self.index_of(seq).map(|ix| &self.events[ix])
+    }
+
+    /// The entries of `call`'s `evictions` column, one per event: a range
+    /// (`to_seq`) stands for each event of this session inside it.
+    pub fn evictions(&self, call: &ModelCall) -> serde_json::Result<Vec<Eviction>> {
+        let entries = call.parsed_evictions()?;
+        if entries.iter().all(|e| e.to_seq.is_none()) {
+            return Ok(entries);
+        }
+        let mut out = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let Some(to) = entry.to_seq else {
+                out.push(entry);
+                continue;
+            };
+            out.extend(self.seqs_between(entry.seq, to).map(|seq| Eviction {
+                seq,
+                to_seq: None,
+                ..entry.clone()
+            }));
+        }
+        Ok(out)
+    }
+
+    /// The seqs of this session's events from `from` to `to` inclusive.
+    fn seqs_between(&self, from: i64, to: i64) -> impl Iterator<Item = i64> + '_ {
+        let events: &[Event] = if self.in_seq_order {
+            let start = self.events.partition_point(|e| e.seq < from);
+            let end = self.events.partition_point(|e| e.seq <= to);
+            &self.events[start..end.max(start)]
+        } else {
+            &self.events
+        };
+        events
+            .iter()
+            .map(|e| e.seq)
+            .filter(move |seq| (from..=to).contains(seq))
     }
 
     /// The position of the event with this seq in `events`.

@@ -46,42 +46,69 @@ fn key(e: &Event) -> (Kind, u64) {
     (e.kind, e.content.measure().trimmed)
 }
 
-/// Each of `sent` (a record's events, in order) against `history`. A tool
-/// call or result is found by its call id wherever it is (a call id is
-/// used once); other events after the one found before them.
-pub fn find(history: &[Event], sent: &[Event]) -> Vec<Found> {
-    let mut by_key: HashMap<(Kind, u64), Vec<usize>> = HashMap::new();
-    let mut by_id: HashMap<(Kind, &str), usize> = HashMap::new();
-    for (ix, e) in history.iter().enumerate() {
-        match e.call_id.as_deref().filter(|id| !id.is_empty()) {
-            Some(id) => {
-                by_id.entry((e.kind, id)).or_insert(ix);
-            }
-            None => by_key.entry(key(e)).or_default().push(ix),
-        }
-    }
-    let mut after: Option<usize> = None;
-    sent.iter()
-        .map(|e| {
-            let found = match e.call_id.as_deref().filter(|id| !id.is_empty()) {
-                Some(id) => match by_id.get(&(e.kind, id)) {
-                    Some(&ix) if e.kind != Kind::ToolResult => Found::Same(ix),
-                    Some(&ix) if key(&history[ix]) == key(e) => Found::Same(ix),
-                    Some(&ix) => {
-                        Found::Changed(ix, changed(&history[ix].content.get(), &e.content.get()))
-                    }
-                    None => Found::New,
-                },
-                None => {
-                    let ixs = by_key.get(&key(e)).map_or(&[][..], Vec::as_slice);
-                    let from = after.map_or(0, |a| ixs.partition_point(|&ix| ix <= a));
-                    ixs.get(from).map_or(Found::New, |&ix| Found::Same(ix))
+/// Where each event of a history is, by what a record finds it by: tool
+/// calls and results by kind and call id (the first of each), other events
+/// by kind and trimmed text. Grown as the history grows, so a recording of
+/// many calls indexes each event once, not once per call.
+#[derive(Clone, Debug, Default)]
+pub struct Index {
+    by_key: HashMap<(Kind, u64), Vec<usize>>,
+    by_id: HashMap<(Kind, arcstr::ArcStr), usize>,
+    /// How many events of the history are indexed.
+    len: usize,
+}
+
+impl Index {
+    /// Indexes the events of `history` added since the last call.
+    pub fn extend(&mut self, history: &[Event]) {
+        for (ix, e) in history.iter().enumerate().skip(self.len) {
+            match e.call_id.as_ref().filter(|id| !id.is_empty()) {
+                Some(id) => {
+                    self.by_id.entry((e.kind, id.clone())).or_insert(ix);
                 }
-            };
-            after = after.max(found.index());
-            found
-        })
-        .collect()
+                None => self.by_key.entry(key(e)).or_default().push(ix),
+            }
+        }
+        self.len = self.len.max(history.len());
+    }
+
+    /// Each of `sent` (a record's events, in order) against `history`, all
+    /// of which this index holds. A tool call or result is found by its
+    /// call id wherever it is (a call id is used once); other events after
+    /// the one found before them.
+    pub fn find(&self, history: &[Event], sent: &[Event]) -> Vec<Found> {
+        let mut after: Option<usize> = None;
+        sent.iter()
+            .map(|e| {
+                let found = match e.call_id.as_ref().filter(|id| !id.is_empty()) {
+                    Some(id) => match self.by_id.get(&(e.kind, id.clone())) {
+                        Some(&ix) if e.kind != Kind::ToolResult => Found::Same(ix),
+                        Some(&ix) if key(&history[ix]) == key(e) => Found::Same(ix),
+                        Some(&ix) => Found::Changed(
+                            ix,
+                            changed(&history[ix].content.get(), &e.content.get()),
+                        ),
+                        None => Found::New,
+                    },
+                    None => {
+                        let ixs = self.by_key.get(&key(e)).map_or(&[][..], Vec::as_slice);
+                        let from = after.map_or(0, |a| ixs.partition_point(|&ix| ix <= a));
+                        ixs.get(from).map_or(Found::New, |&ix| Found::Same(ix))
+                    }
+                };
+                after = after.max(found.index());
+                found
+            })
+            .collect()
+    }
+}
+
+/// Each of `sent` (a record's events, in order) against `history` (see
+/// [`Index::find`]).
+pub fn find(history: &[Event], sent: &[Event]) -> Vec<Found> {
+    let mut index = Index::default();
+    index.extend(history);
+    index.find(history, sent)
 }
 
 /// How a tool result's text `now` stands to its `was`: truncated when it

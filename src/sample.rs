@@ -852,6 +852,7 @@ impl HostState {
             .zip(projected.eviction_reducers())
             .map(|((seq, action), reducer)| Eviction {
                 seq,
+                to_seq: None,
                 action: action.to_string(),
                 reducer: Some(reducer.to_string()),
             })

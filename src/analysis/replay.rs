@@ -241,7 +241,7 @@ pub fn compare(
         });
     }
     let mut total = differences.len();
-    match call.parsed_evictions() {
+    match session.evictions(call) {
         Ok(mut recorded) => {
             recorded.sort_by_key(|e| e.seq);
             let room = MAX_DIFFERENCES - differences.len();

@@ -755,8 +755,8 @@ impl App {
                         None
                     };
                     let (policy, p) = shown.unwrap_or((policy, p));
-                    let recorded: std::collections::HashMap<i64, String> = call
-                        .parsed_evictions()
+                    let recorded: std::collections::HashMap<i64, String> = session
+                        .evictions(call)
                         .unwrap_or_default()
                         .into_iter()
                         .map(|e| (e.seq, e.action))
@@ -1235,7 +1235,7 @@ impl App {
     /// After `$EDITOR` closed on `path`: the policy read again and every
     /// call projected with it, or the reason it was refused.
     pub fn edited(&mut self, path: &std::path::Path) {
-        let text = match std::fs::read_to_string(path) {
+        let text = match crate::files::read_text(path, crate::files::SMALL, "a policy file") {
             Ok(text) => text,
             Err(e) => {
                 self.status = format!("{}: {e}", path.display());
