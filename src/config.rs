@@ -97,7 +97,7 @@ pub fn get() -> anyhow::Result<&'static Config> {
 
 /// Reads the configuration at `path`: none there is the defaults.
 pub fn read(path: &Path) -> Result<Config, String> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::files::read_text(path, crate::files::SMALL, "the configuration") {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
         Err(e) => {
@@ -121,6 +121,14 @@ pub fn parse(text: &str) -> Result<Config, String> {
         });
         format!("{at}{}", e.message().trim())
     })?;
+    for (model, rates) in &config.prices {
+        if let Some((key, value)) = rates.invalid() {
+            return Err(format!(
+                "{}: prices.\"{model}\".{key}: {value} is not a price (dollars per million tokens, 0 or more)",
+                line_of(text, key.rsplit('.').next().unwrap_or(key))
+            ));
+        }
+    }
     for (action, keys) in &config.keymap {
         crate::tui::keymap::check_binding(action, &keys.names())
             .map_err(|e| format!("{}: keymap.{action}: {e}", line_of(text, action)))?;

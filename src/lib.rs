@@ -10,6 +10,7 @@ pub mod config;
 pub mod display;
 pub mod engine;
 pub mod export;
+pub mod files;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod import;

@@ -132,3 +132,38 @@ fn the_default_policy_file_is_used_without_policy() {
         .unwrap();
     assert_eq!(configured, String::from_utf8_lossy(&explicit.stdout));
 }
+
+#[test]
+fn a_price_that_is_no_price_is_an_error_naming_its_key() {
+    for (value, shown) in [("-5.0", "-5"), ("nan", "NaN"), ("inf", "inf")] {
+        let text = format!(
+            "[prices.\"gpt-4o\"]\ninput = 1.0\ncached_input = 0.5\ncache_write = {value}\noutput = 2.0\n"
+        );
+        let err = config::parse(&text).unwrap_err();
+        assert!(
+            err.starts_with("4:1:")
+                && err.contains("prices.\"gpt-4o\".cache_write")
+                && err.contains(shown),
+            "{err}"
+        );
+    }
+    let fine =
+        "[prices.\"gpt-4o\"]\ninput = 1.0\ncached_input = 0.0\ncache_write = 1.25\noutput = 2.0\n";
+    assert!(config::parse(fine).is_ok());
+    // A policy's [cost] alike.
+    let out = Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args([
+            "project",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/sample-sessions/tool-heavy.db"),
+        ])
+        .args(["--call", "1", "--set", "cost.output=-1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cost.output") && stderr.contains("not a price"),
+        "{stderr}"
+    );
+}

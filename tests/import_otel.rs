@@ -448,3 +448,35 @@ fn spans_in_either_convention_replay_as_their_records() {
         }
     }
 }
+
+#[test]
+fn a_document_that_is_not_json_or_nests_too_deep_says_what_is_wrong() {
+    let dir = TempDir::new().unwrap();
+    let deep = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
+    for (name, text, says) in [
+        ("deep.json", deep.as_str(), "recursion limit"),
+        (
+            "broken.json",
+            r#"{"resourceSpans": [{"scopeSpans": "#,
+            "EOF while parsing",
+        ),
+    ] {
+        let src = dir.path().join(name);
+        std::fs::write(&src, text).unwrap();
+        let out = dir.path().join("out.db");
+        let output = ctxlens()
+            .args(["import", "otel"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(name) && stderr.contains("not valid JSON") && stderr.contains(says),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("no otel session found"), "{stderr}");
+    }
+}

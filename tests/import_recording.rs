@@ -33,7 +33,7 @@ fn import(format: &str, src: &Path, dir: &TempDir) -> (SessionLog, String) {
 }
 
 fn evictions(session: &SessionLog, call: usize) -> Vec<(i64, String)> {
-    let parsed: Vec<Eviction> = session.calls[call].parsed_evictions().unwrap();
+    let parsed: Vec<Eviction> = session.evictions(&session.calls[call]).unwrap();
     parsed.into_iter().map(|e| (e.seq, e.action)).collect()
 }
 
@@ -162,4 +162,310 @@ fn a_streamed_response_without_usage_is_named_too() {
         "{stderr}"
     );
     assert!(session.events.iter().any(|e| e.content == "Hello."));
+}
+
+/// A recording of `n` requests of a host that slides its window to the
+/// system prompt and the newest user message, each answered.
+fn sliding_window(n: usize) -> String {
+    let entries: Vec<Value> = (0..n)
+        .map(|i| {
+            serde_json::json!({
+                "request": {"model": "gpt-4o", "messages": [
+                    {"role": "system", "content": "You are terse."},
+                    {"role": "user", "content": format!("question {i}: what is {i} times 2?")},
+                ]},
+                "response": {"id": format!("r{i}"), "created": 1_700_000_000 + i, "model": "gpt-4o",
+                    "choices": [{"message": {"role": "assistant", "content": format!("{}", i * 2)}}],
+                    "usage": {"prompt_tokens": 20, "completion_tokens": 2}},
+            })
+        })
+        .collect();
+    Value::Array(entries).to_string()
+}
+
+/// The bytes of every call's evictions column.
+fn eviction_bytes(log: &Path) -> usize {
+    let db = rusqlite::Connection::open(log).unwrap();
+    db.query_row("SELECT sum(length(evictions)) FROM model_calls", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .unwrap() as usize
+}
+
+#[test]
+fn a_sliding_window_recording_grows_the_log_linearly_and_replays_exactly() {
+    let dir = TempDir::new().unwrap();
+    let mut bytes = Vec::new();
+    for n in [250, 1000] {
+        let src = dir.path().join(format!("slide{n}.json"));
+        std::fs::write(&src, sliding_window(n)).unwrap();
+        let sub = TempDir::new().unwrap();
+        let (session, _) = import("openai-chat", &src, &sub);
+        assert_eq!(session.calls.len(), n);
+        // Each call dropped every earlier question and answer: one range.
+        let last = session.calls.last().unwrap();
+        let dropped = evictions(&session, n - 1);
+        assert_eq!(dropped.len(), 2 * (n - 1), "call {}", last.id);
+        assert!(dropped.iter().all(|(_, action)| action == "dropped"));
+        assert!(last.evictions.len() < 100, "{}", last.evictions);
+        bytes.push(eviction_bytes(&sub.path().join("log.db")));
+        if n == 250 {
+            let replay = Command::cargo_bin("ctxlens")
+                .unwrap()
+                .args(["replay", "--json"])
+                .arg(sub.path().join("log.db"))
+                .output()
+                .unwrap();
+            let replay: Value = serde_json::from_slice(&replay.stdout).unwrap();
+            assert_eq!(replay["matching"], 250, "{replay}");
+        }
+    }
+    // Four times the requests, about four times the evictions (not sixteen).
+    assert!(bytes[1] < 5 * bytes[0], "{bytes:?}");
+}
+
+/// Runs ctxlens with `args`; its exit status, stdout and stderr.
+fn run(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
+    let out = Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_tool_result_whose_call_the_recording_never_saw_is_kept_unpaired_with_its_call() {
+    // Each API's way to send a result whose call is not in the request: a
+    // Responses request continuing `previous_response_id`, a chat `tool`
+    // message, an Anthropic `tool_result` block.
+    let cases = [
+        (
+            "openai-responses",
+            serde_json::json!({"previous_response_id": "resp_0", "model": "gpt-4o", "input": [
+                {"type": "function_call_output", "call_id": "call_gone", "output": "the file holds 42"}]}),
+            serde_json::json!({"id": "resp_1", "created_at": 1_700_000_000, "model": "gpt-4o",
+                "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "It is 42."}]}],
+                "usage": {"input_tokens": 30, "output_tokens": 4}}),
+        ),
+        (
+            "openai-chat",
+            serde_json::json!({"model": "gpt-4o", "messages": [
+                {"role": "system", "content": "be brief"},
+                {"role": "tool", "tool_call_id": "call_gone", "content": "the file holds 42"}]}),
+            serde_json::json!({"id": "c1", "created": 1_700_000_000, "model": "gpt-4o",
+                "choices": [{"message": {"role": "assistant", "content": "It is 42."}}],
+                "usage": {"prompt_tokens": 30, "completion_tokens": 4}}),
+        ),
+        (
+            "anthropic",
+            serde_json::json!({"model": "claude-x", "system": "be brief", "messages": [
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_gone", "content": "the file holds 42"}]}]}),
+            serde_json::json!({"id": "m1", "model": "claude-x", "role": "assistant",
+                "content": [{"type": "text", "text": "It is 42."}],
+                "usage": {"input_tokens": 30, "output_tokens": 4}}),
+        ),
+    ];
+    for (format, request, response) in cases {
+        let dir = TempDir::new().unwrap();
+        let src = dir.path().join("rec.json");
+        let entries = serde_json::json!([{"request": request, "response": response}]);
+        std::fs::write(&src, entries.to_string()).unwrap();
+        let out = dir.path().join("log.db");
+        let (code, stdout, stderr) = run(&[
+            "import".as_ref(),
+            format.as_ref(),
+            src.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert_eq!(code, Some(0), "{format}: {stderr}");
+        assert!(stdout.contains("1 model calls"), "{format}: {stdout}");
+        assert!(
+            stdout.contains("1 tool calls or results that did not pair kept"),
+            "{format}: {stdout}"
+        );
+        assert!(
+            stderr.contains("entry 1") && stderr.contains("kept as an unpaired result"),
+            "{format}: {stderr}"
+        );
+        let log = Store::open(&out).unwrap().load().unwrap();
+        let session = &log.sessions[0];
+        let result = session
+            .events
+            .iter()
+            .find(|e| e.kind == Kind::ToolResult)
+            .expect("the result is kept");
+        assert_eq!(result.content.get(), "the file holds 42");
+        let meta: Value = serde_json::from_str(result.meta.as_deref().unwrap()).unwrap();
+        assert!(meta["unpaired"].is_string(), "{meta}");
+        assert!(
+            session
+                .events
+                .iter()
+                .any(|e| e.content.get() == "It is 42.")
+        );
+        // Known and said, not a problem of the log.
+        let (code, stdout, _) = run(&["check".as_ref(), "--json".as_ref(), out.as_os_str()]);
+        let check: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(code, Some(0), "{format}: {check}");
+        assert_eq!(check["unpaired"][0]["seq"], result.seq, "{format}: {check}");
+    }
+}
+
+#[test]
+fn a_call_id_used_twice_is_kept_under_a_new_id_and_its_result_follows_it() {
+    // A rollout that repeats a call id (as a resumed conversation may): the
+    // second call and its result are kept, under a new id, and said.
+    let line = |ty: &str, payload: Value| {
+        serde_json::json!({"timestamp": "2026-01-01T00:00:00Z", "type": ty, "payload": payload})
+            .to_string()
+    };
+    let call = |n: i64| {
+        [
+            line(
+                "response_item",
+                serde_json::json!({"type": "message", "role": "user",
+                "content": [{"type": "input_text", "text": format!("read it, take {n}")}]}),
+            ),
+            line(
+                "response_item",
+                serde_json::json!({"type": "function_call", "name": "read",
+                "arguments": "{}", "call_id": "call_1"}),
+            ),
+            line(
+                "response_item",
+                serde_json::json!({"type": "function_call_output",
+                "call_id": "call_1", "output": format!("contents {n}")}),
+            ),
+        ]
+        .join("\n")
+    };
+    let dir = TempDir::new().unwrap();
+    let src = dir.path().join("rollout.jsonl");
+    let meta = line("session_meta", serde_json::json!({"id": "s", "cwd": "/p"}));
+    std::fs::write(&src, format!("{meta}\n{}\n{}\n", call(1), call(2))).unwrap();
+    let (session, stderr) = import("codex", &src, &dir);
+    assert!(
+        stderr.contains(
+            "rollout.jsonl:6: tool_call call_id 'call_1' was already used: kept as 'call_1~2'"
+        ),
+        "{stderr}"
+    );
+    let ids: Vec<(Kind, &str, String)> = session
+        .events
+        .iter()
+        .filter(|e| e.call_id.is_some())
+        .map(|e| {
+            (
+                e.kind,
+                e.call_id.as_deref().unwrap(),
+                e.content.get().into_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            (Kind::ToolCall, "call_1", "{}".to_string()),
+            (Kind::ToolResult, "call_1", "contents 1".to_string()),
+            (Kind::ToolCall, "call_1~2", "{}".to_string()),
+            (Kind::ToolResult, "call_1~2", "contents 2".to_string()),
+        ]
+    );
+}
+
+#[test]
+fn a_lone_surrogate_is_read_as_a_replacement_character_and_a_torn_last_line_is_named() {
+    let entry = |text: &str, n: i64| {
+        format!(
+            r#"{{"request": {{"model": "gpt-4o", "messages": [{{"role": "user", "content": "{text}"}}]}}, "response": {{"id": "c{n}", "created": {}, "model": "gpt-4o", "choices": [{{"message": {{"role": "assistant", "content": "ok"}}}}], "usage": {{"prompt_tokens": 9, "completion_tokens": 1}}}}}}"#,
+            1_700_000_000 + n
+        )
+    };
+    let dir = TempDir::new().unwrap();
+    // A JSON array holding half a UTF-16 pair.
+    let src = dir.path().join("array.json");
+    std::fs::write(&src, format!("[{}]", entry(r"smile \ud83d please", 1))).unwrap();
+    let (session, stderr) = import("openai-chat", &src, &dir);
+    assert!(stderr.contains("lone surrogate"), "{stderr}");
+    assert!(
+        session
+            .events
+            .iter()
+            .any(|e| e.content.get() == "smile \u{fffd} please")
+    );
+    // JSON lines: one with the lone half, and a last line cut short.
+    let sub = TempDir::new().unwrap();
+    let src = sub.path().join("lines.jsonl");
+    let whole = entry("second", 2);
+    let torn = &whole[..whole.len() / 2];
+    std::fs::write(
+        &src,
+        format!("{}\n{whole}\n{torn}", entry(r"first \udc00", 1)),
+    )
+    .unwrap();
+    let (session, stderr) = import("openai-chat", &src, &sub);
+    assert_eq!(session.calls.len(), 2, "{stderr}");
+    assert!(
+        stderr.contains("lines.jsonl: entry 1: a lone surrogate"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("lines.jsonl: entry 3: incomplete last line"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("not valid JSON"), "{stderr}");
+}
+
+#[test]
+fn streams_with_lone_cr_line_ends_and_a_responses_stream_cut_short_keep_their_text() {
+    let chat = [
+        r#"{"id":"c1","created":1700000000,"model":"gpt-4o","choices":[{"delta":{"role":"assistant","content":"Hel"}}]}"#,
+        r#"{"id":"c1","choices":[{"delta":{"content":"lo."}}],"usage":{"prompt_tokens":12,"completion_tokens":2}}"#,
+    ]
+    .iter()
+    .map(|data| format!("data: {data}\r\r"))
+    .collect::<String>();
+    // A Responses stream that ends before `response.completed`.
+    let responses = [
+        r#"{"type":"response.created","response":{"id":"resp_1","created_at":1700000000,"model":"gpt-4o","output":[]}}"#,
+        r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"message","role":"assistant","content":[]}}"#,
+        r#"{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"Partly "}"#,
+        r#"{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"done"}"#,
+    ]
+    .iter()
+    .map(|data| format!("event: x\ndata: {data}\n\n"))
+    .collect::<String>();
+    let cases = [
+        (
+            "openai-chat",
+            serde_json::json!({"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+            chat,
+            "Hello.",
+        ),
+        (
+            "openai-responses",
+            serde_json::json!({"model": "gpt-4o", "stream": true, "input": [{"role": "user", "content": "hi"}]}),
+            responses,
+            "Partly done",
+        ),
+    ];
+    for (format, request, stream, text) in cases {
+        let dir = TempDir::new().unwrap();
+        let src = dir.path().join("rec.json");
+        let recording = serde_json::json!([{"request": request, "response": stream}]);
+        std::fs::write(&src, recording.to_string()).unwrap();
+        let (session, stderr) = import(format, &src, &dir);
+        let reply = session.events.iter().find(|e| e.kind == Kind::Assistant);
+        assert_eq!(
+            reply.map(|e| e.content.get().into_owned()).as_deref(),
+            Some(text),
+            "{format}: {stderr}"
+        );
+    }
 }

@@ -623,3 +623,41 @@ fn many_sessions_load_through_the_index() {
     }
     assert!(log.session("nobody").is_none());
 }
+
+#[test]
+fn a_file_that_never_ends_or_is_too_large_is_refused_before_it_is_held() {
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/sample-sessions/tool-heavy.db");
+    let project = ["project", sample, "--call", "1"];
+    // A device that never ends: refused at its first bytes, not read to the end.
+    let mut args = project.to_vec();
+    args.extend(["--policy", "/dev/zero"]);
+    refuses(&args, &[], &["/dev/zero", "policy file", "NUL byte"]);
+    refuses(
+        &project,
+        &[("CTXLENS_CONFIG", "/dev/zero")],
+        &["/dev/zero", "configuration"],
+    );
+    let dir = tempfile::TempDir::new().unwrap();
+    let out = dir.path().join("log.db");
+    let out = out.to_str().unwrap();
+    refuses(
+        &["import", "otel", "/dev/zero", "-o", out],
+        &[],
+        &["/dev/zero", "transcript"],
+    );
+    // A policy file past its bound (2 MiB of text) is refused by its size.
+    let big = dir.path().join("big.toml");
+    std::fs::write(&big, format!("# {}\n", "x".repeat(2 << 20))).unwrap();
+    let mut args = project.to_vec();
+    args.extend(["--policy", big.to_str().unwrap()]);
+    refuses(&args, &[], &["big.toml", "larger than 1.0 MiB"]);
+    // A transcript past an import's bound (a quarter of CTXLENS_MAX_TEXT).
+    let transcript = dir.path().join("t.jsonl");
+    std::fs::write(&transcript, format!("{}\n", "x".repeat(300 << 10))).unwrap();
+    refuses(
+        &["import", "otel", transcript.to_str().unwrap(), "-o", out],
+        &[("CTXLENS_MAX_TEXT", "1M")],
+        &["t.jsonl", "larger than 256.0 KiB"],
+    );
+    assert!(!Path::new(out).exists());
+}

@@ -81,11 +81,23 @@ pub struct InFlight {
     pub call_id: Option<String>,
 }
 
-/// What `check` found: the problems, and what live sessions still await.
+/// A tool result the log keeps knowingly without its call (its meta says
+/// `unpaired`: the host sent a result whose call the recording never saw):
+/// not a problem of the log, but said.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Unpaired {
+    pub seq: i64,
+    pub message: String,
+    pub session: String,
+}
+
+/// What `check` found: the problems, what live sessions still await, and
+/// the results kept without their calls.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Report {
     pub problems: Vec<Problem>,
     pub in_flight: Vec<InFlight>,
+    pub unpaired: Vec<Unpaired>,
 }
 
 /// Every problem of a log whose sessions all ended.
@@ -117,6 +129,7 @@ pub fn check_log(log: &Log, activity: &[Activity]) -> Report {
         let mut found = Found {
             session: session.id(),
             problems: &mut report.problems,
+            unpaired: &mut report.unpaired,
         };
         check_json(session, &mut found);
         check_times(session, &mut found);
@@ -156,6 +169,7 @@ pub fn schema_problem(version: i64) -> Option<Problem> {
 struct Found<'a> {
     session: &'a str,
     problems: &'a mut Vec<Problem>,
+    unpaired: &'a mut Vec<Unpaired>,
 }
 
 impl Found<'_> {
@@ -244,6 +258,17 @@ fn check_pairs(session: &SessionLog, live: bool, found: &mut Found) -> Vec<InFli
             }
             continue;
         }
+        if let Some(why) = unpaired(event) {
+            found.unpaired.push(Unpaired {
+                seq: event.seq,
+                message: format!(
+                    "tool_result for call_id '{call_id}' kept without its call: {why}"
+                ),
+                session: found.session.to_string(),
+            });
+            answered.insert(call_id);
+            continue;
+        }
         let Some(&call_ix) = calls.get(call_id) else {
             found.event(
                 event.seq,
@@ -300,6 +325,15 @@ fn check_pairs(session: &SessionLog, live: bool, found: &mut Found) -> Vec<InFli
             call_id: Some(call_id.to_string()),
         })
         .collect()
+}
+
+/// Why a tool result is kept without its call, where its meta says so.
+fn unpaired(event: &crate::model::Event) -> Option<String> {
+    let meta: serde_json::Value = serde_json::from_str(event.meta.as_deref()?).ok()?;
+    match meta.get("unpaired")? {
+        serde_json::Value::String(why) => Some(why.clone()),
+        other => Some(other.to_string()),
+    }
 }
 
 /// Model calls nothing was written after: in flight in a live session, and

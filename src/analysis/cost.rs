@@ -28,6 +28,28 @@ pub struct Rates {
     pub long_context: Option<LongContext>,
 }
 
+impl Rates {
+    /// The first rate that is no price (negative, infinite or not a
+    /// number), by its key, with its value.
+    pub fn invalid(&self) -> Option<(&'static str, f64)> {
+        let long = self.long_context.map(|l| {
+            [
+                ("long_context.input", l.input),
+                ("long_context.output", l.output),
+            ]
+        });
+        [
+            ("input", self.input),
+            ("cached_input", self.cached_input),
+            ("cache_write", self.cache_write),
+            ("output", self.output),
+        ]
+        .into_iter()
+        .chain(long.into_iter().flatten())
+        .find(|&(_, value)| !crate::policy::is_price(value))
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LongContext {

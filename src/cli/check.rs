@@ -37,6 +37,7 @@ pub fn run(path: &Path, as_json: bool) -> anyhow::Result<Outcome> {
             "ok": problems.is_empty(),
             "problems": problems,
             "in_flight": report.in_flight,
+            "unpaired": report.unpaired,
             "sessions": sessions,
         }))?;
     } else {
@@ -66,15 +67,30 @@ pub fn run(path: &Path, as_json: bool) -> anyhow::Result<Outcome> {
                 escape_line(&f.message)
             );
         }
+        for u in &report.unpaired {
+            say!(
+                "{}seq {:>5}  {:<18} {}",
+                tag(&u.session),
+                u.seq,
+                "unpaired",
+                escape_line(&u.message)
+            );
+        }
         for (s, a) in log.sessions.iter().zip(&activity) {
             if a.ended_at.is_none() {
                 say!("session {}: {}", escape_line(s.id()), a.explain());
             }
         }
-        let in_flight = match report.in_flight.len() {
+        let mut in_flight = match report.in_flight.len() {
             0 => String::new(),
             n => format!("; {n} in flight"),
         };
+        if !report.unpaired.is_empty() {
+            in_flight += &format!(
+                "; {} results kept without their calls",
+                report.unpaired.len()
+            );
+        }
         match problems.len() {
             0 => say!(
                 "{}: no problems ({} sessions, {} events{in_flight})",

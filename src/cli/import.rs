@@ -13,8 +13,12 @@ pub fn run(format: Format, src: &Path, out: &Path) -> anyhow::Result<Outcome> {
     for warning in &report.warnings {
         say_err!("ctxlens: {warning}");
     }
+    let anomalies = match report.anomalies {
+        0 => String::new(),
+        n => format!(" ({n} tool calls or results that did not pair kept, as said above)"),
+    };
     say!(
-        "imported {} {}: {} sessions, {} events, {} summaries, {} model calls into {}",
+        "imported {} {}: {} sessions, {} events, {} summaries, {} model calls into {}{anomalies}",
         format.name(),
         src.display(),
         report.sessions,

@@ -77,9 +77,10 @@ pub fn policy_choice(
     let configured = crate::config::get()?.policy.file.as_deref();
     let file = match file.or(configured) {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                anyhow::anyhow!("{}: cannot read the policy file: {e}", path.display())
-            })?;
+            let text = crate::files::read_text(path, crate::files::SMALL, "a policy file")
+                .map_err(|e| {
+                    anyhow::anyhow!("{}: cannot read the policy file: {e}", path.display())
+                })?;
             Some((path.display().to_string(), text))
         }
         None => None,

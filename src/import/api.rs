@@ -68,7 +68,7 @@ pub struct Exchange {
 
 pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<()> {
     import.reads_file(src);
-    let bytes = std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
+    let bytes = super::read_source(src)?;
     let bytes = super::without_bom(&bytes);
     let id = src
         .file_stem()
@@ -81,11 +81,20 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
     let meta = json!({"source": format.name(), "file": src.display().to_string()});
     let entry = |i: usize| format!("{}: entry {}", src.display(), i + 1);
     // A recording is a JSON array of {request, response}, or JSON lines of them.
-    let entries: Vec<(usize, Value)> = match serde_json::from_slice::<Value>(bytes) {
-        Ok(Value::Array(items)) if items.first().is_some_and(|i| i.get("request").is_some()) => {
+    let repaired = |import: &mut Import| {
+        let what = super::LONE_SURROGATE;
+        import.warnings.push(format!("{}: {what}", src.display()));
+    };
+    let entries: Vec<(usize, Value)> = match super::parse_json(bytes) {
+        Ok((Value::Array(items), lone))
+            if items.first().is_some_and(|i| i.get("request").is_some()) =>
+        {
+            if lone {
+                repaired(import);
+            }
             items.into_iter().enumerate().collect()
         }
-        Ok(body) => {
+        Ok((body, lone)) => {
             // A request body or a list of messages alone: a conversation,
             // not a recording of calls.
             let only = Exchange {
@@ -103,6 +112,9 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
                 .clear();
             // Nor does it miss a response.
             import.warnings.truncate(warned);
+            if lone {
+                repaired(import);
+            }
             return Ok(());
         }
         Err(e) => {
@@ -114,18 +126,27 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
                 .collect();
             let first = lines
                 .first()
-                .and_then(|(_, l)| serde_json::from_str::<Value>(l).ok());
-            if first.is_none_or(|v| v.get("request").is_none()) {
+                .and_then(|(_, l)| super::parse_json(l.as_bytes()).ok());
+            if first.is_none_or(|(v, _)| v.get("request").is_none()) {
                 return Err(e).with_context(|| format!("{}: not valid JSON", src.display()));
             }
+            // A last line without its newline may be one still being written.
+            let torn = !bytes.ends_with(b"\n");
+            let count = lines.len();
             let mut entries = Vec::new();
             for (i, (_, line)) in lines.into_iter().enumerate() {
-                match serde_json::from_str::<Value>(line) {
-                    Ok(v) => entries.push((i, v)),
-                    Err(_) => import
-                        .warnings
-                        .push(format!("{}: not valid JSON", entry(i))),
-                }
+                let what = match super::parse_json(line.as_bytes()) {
+                    Ok((v, lone)) => {
+                        entries.push((i, v));
+                        if !lone {
+                            continue;
+                        }
+                        super::LONE_SURROGATE
+                    }
+                    Err(_) if torn && i + 1 == count => super::INCOMPLETE_LINE,
+                    Err(_) => "not valid JSON",
+                };
+                import.warnings.push(format!("{}: {what}", entry(i)));
             }
             entries
         }
@@ -134,8 +155,14 @@ pub fn read(format: Format, src: &Path, import: &mut Import) -> anyhow::Result<(
     for (i, item) in entries {
         // A request recorded as the text of its body.
         let request = match &item["request"] {
-            Value::String(body) => match serde_json::from_str::<Value>(body) {
-                Ok(request) => request,
+            Value::String(body) => match super::parse_json(body.as_bytes()) {
+                Ok((request, lone)) => {
+                    if lone {
+                        let what = super::LONE_SURROGATE;
+                        import.warnings.push(format!("{}: {what}", entry(i)));
+                    }
+                    request
+                }
                 Err(_) => {
                     let what = "its request is not valid JSON";
                     import.warnings.push(format!("{}: {what}", entry(i)));
@@ -232,46 +259,25 @@ pub(crate) fn step(
     ts: &str,
 ) {
     let sent = events_of(format, &e.request);
-    let found = crate::record::find(&draft.events, &sent);
+    draft.locate(e.at.clone());
+    draft.index.extend(&draft.events);
+    let found = draft.index.find(&draft.events, &sent);
     // What the request added at its end is new history.
     let tail = found
         .iter()
         .rposition(|f| *f != Found::New)
         .map_or(0, |i| i + 1);
     let (stand, injections) = stand_ins(draft, &sent[..tail], &found[..tail], ts);
+    let before = draft.events.len();
     for event in &sent[tail..] {
         append(draft, event, ts);
     }
     let last = draft.last();
-    let mut evictions = Vec::new();
-    let mut held = vec![None; last as usize];
-    for f in &found[..tail] {
-        match *f {
-            Found::Same(ix) => held[ix] = Some(Status::Verbatim),
-            Found::Changed(ix, how) => held[ix] = Some(how),
-            Found::New => {}
-        }
-    }
-    // What the request appended is held as it is.
-    for how in &mut held[last as usize - (sent.len() - tail)..] {
-        *how = Some(Status::Verbatim);
-    }
     let covered = stand.map(|s| {
         let s = &draft.summaries[s];
         (s.from_seq, s.to_seq)
     });
-    for (ix, how) in held.iter().enumerate() {
-        let position = ix as i64 + 1;
-        let (action, reducer) = match how {
-            Some(Status::Verbatim) => continue,
-            Some(how) => (how.as_str(), "recorded"),
-            None if covered.is_some_and(|(from, to)| (from..=to).contains(&position)) => {
-                ("summarized", "summary")
-            }
-            None => ("dropped", "recorded"),
-        };
-        evictions.push(json!({"seq": position, "action": action, "reducer": reducer}));
-    }
+    let evictions = evictions(&found[..tail], before, covered);
     let response = e.response.as_ref();
     let model = response
         .and_then(|r| r["model"].as_str())
@@ -303,6 +309,62 @@ pub(crate) fn step(
             convert.item(draft, &item, ts);
         }
     }
+    draft.settle_pairs();
+    warnings.append(&mut draft.notes);
+}
+
+/// What a call's request did not send of the `held` events of the history
+/// before it (those it appended are sent as they are): each event it sent
+/// changed, and the gaps between what it sent as ranges, summarized where
+/// the summary in force `covered` them, else dropped. Found in the request's
+/// size and the number of gaps, not the history's length, so a host that
+/// slides its window records in linear time and space.
+fn evictions(found: &[Found], held: usize, covered: Option<(i64, i64)>) -> Vec<Value> {
+    // The request's events in the history, each once, as the last one found.
+    let mut sent: Vec<(usize, Status)> = found
+        .iter()
+        .rev()
+        .filter_map(|f| match *f {
+            Found::Same(ix) => Some((ix, Status::Verbatim)),
+            Found::Changed(ix, how) => Some((ix, how)),
+            Found::New => None,
+        })
+        .collect();
+    sent.sort_by_key(|&(ix, _)| ix);
+    sent.dedup_by_key(|&mut (ix, _)| ix);
+    let mut out = Vec::new();
+    // Positions `from..=to` not sent: split where the summary covers them.
+    let gap = |from: i64, to: i64, out: &mut Vec<Value>| {
+        let mut parts = vec![(from, to, "dropped", "recorded")];
+        if let Some((a, b)) = covered {
+            let (a, b) = (a.max(from), b.min(to));
+            if a <= b {
+                parts = vec![
+                    (from, a - 1, "dropped", "recorded"),
+                    (a, b, "summarized", "summary"),
+                    (b + 1, to, "dropped", "recorded"),
+                ];
+            }
+        }
+        for (from, to, action, reducer) in parts.into_iter().filter(|p| p.0 <= p.1) {
+            let mut entry = json!({"seq": from, "action": action, "reducer": reducer});
+            if to > from {
+                entry["to_seq"] = json!(to);
+            }
+            out.push(entry);
+        }
+    };
+    let mut next = 1;
+    for (ix, how) in sent.into_iter().filter(|&(ix, _)| ix < held) {
+        let position = ix as i64 + 1;
+        gap(next, position - 1, &mut out);
+        if how != Status::Verbatim {
+            out.push(json!({"seq": position, "action": how.as_str(), "reducer": "recorded"}));
+        }
+        next = position + 1;
+    }
+    gap(next, held as i64, &mut out);
+    out
 }
 
 /// Runs of new text before the end of a request, in place of history the
@@ -462,8 +524,9 @@ const MAX_GAP: usize = 64;
 /// A streamed response's events (`data: {...}` lines) as the one response
 /// the API would have returned unstreamed.
 fn reassemble(format: Format, sse: &str) -> Value {
+    // A line ends in CR LF, LF or CR alone, as the event-stream format allows.
     let events = sse
-        .lines()
+        .split(['\r', '\n'])
         .filter_map(|line| line.strip_prefix("data:"))
         .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok());
     match format {
@@ -514,11 +577,7 @@ fn reassemble(format: Format, sse: &str) -> Value {
             whole["choices"] = json!([{ "message": message }]);
             whole
         }
-        Format::OpenaiResponses => events
-            .filter(|e| e["type"] == "response.completed")
-            .map(|e| e["response"].clone())
-            .next_back()
-            .unwrap_or_else(|| json!({})),
+        Format::OpenaiResponses => responses_stream(events),
         _ => {
             let mut whole = json!({"content": []});
             let mut args: Vec<String> = Vec::new();
@@ -574,6 +633,67 @@ fn reassemble(format: Format, sse: &str) -> Value {
             whole
         }
     }
+}
+
+/// A Responses stream as its response: the one its last terminal event
+/// (completed, incomplete, failed) carries, else, for a stream cut short,
+/// what its items and deltas had made so far.
+fn responses_stream(events: impl Iterator<Item = Value>) -> Value {
+    let mut whole = json!({"output": []});
+    let mut terminal = None;
+    for event in events {
+        let at = event["output_index"]
+            .as_u64()
+            .map_or(usize::MAX, |i| i as usize);
+        let delta = event["delta"].as_str().unwrap_or("");
+        match event["type"].as_str().unwrap_or("") {
+            "response.created" | "response.in_progress" if event["response"].is_object() => {
+                let output = whole["output"].take();
+                whole = event["response"].clone();
+                whole["output"] = output;
+            }
+            "response.completed" | "response.incomplete" | "response.failed" => {
+                terminal = Some(event["response"].clone()).filter(Value::is_object);
+            }
+            "response.output_item.added" | "response.output_item.done" => {
+                let Some(output) = whole["output"].as_array_mut() else {
+                    continue;
+                };
+                if at < output.len() {
+                    output[at] = event["item"].clone();
+                } else if at == output.len() {
+                    output.push(event["item"].clone());
+                }
+            }
+            "response.output_text.delta" => {
+                let Some(item) = whole["output"].get_mut(at) else {
+                    continue;
+                };
+                let part = event["content_index"].as_u64().unwrap_or(0) as usize;
+                if !item["content"].is_array() {
+                    item["content"] = json!([]);
+                }
+                let Some(content) = item["content"].as_array_mut() else {
+                    continue;
+                };
+                while content.len() <= part.min(MAX_GAP) {
+                    content.push(json!({"type": "output_text", "text": ""}));
+                }
+                if let Some(part) = content.get_mut(part) {
+                    let so_far = part["text"].as_str().unwrap_or("");
+                    part["text"] = format!("{so_far}{delta}").into();
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                if let Some(item) = whole["output"].get_mut(at) {
+                    let so_far = item["arguments"].as_str().unwrap_or("");
+                    item["arguments"] = format!("{so_far}{delta}").into();
+                }
+            }
+            _ => {}
+        }
+    }
+    terminal.unwrap_or(whole)
 }
 
 /// A response's usage; OpenAI's input counts include the cached tokens.

@@ -85,6 +85,7 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
         let payload = &line["payload"];
         let kind = payload["type"].as_str().unwrap_or("");
         let before = draft.last();
+        draft.locate(format!("{}:{number}", src.display()));
         match line["type"].as_str().unwrap_or("") {
             "session_meta" => {}
             "turn_context" => {

@@ -86,8 +86,26 @@ pub struct Draft {
     pub markers_unsent: bool,
     /// Each tool call's tool, by call id, so its result can name it.
     tools: std::collections::HashMap<String, String>,
+    /// The events indexed for finding what a recorded request sent.
+    pub(crate) index: crate::record::Index,
+    /// How the events so far pair up (see `settle_pairs`).
+    pairs: Pairs,
+    /// Where the events from an index on came from ("FILE:LINE"), for notes.
+    origins: Vec<(usize, String)>,
+    /// What `settle_pairs` noted and no one has taken yet.
+    pub notes: Vec<String>,
+    /// How many tool calls and results `settle_pairs` kept that did not pair.
+    pub anomalies: usize,
     turn: i64,
     started: bool,
+}
+
+/// What of a draft's pairing is settled: each call id's written id and
+/// whether it was answered, and how many events were looked at.
+#[derive(Debug, Default)]
+struct Pairs {
+    calls: std::collections::HashMap<String, (String, bool)>,
+    settled: usize,
 }
 
 impl Import {
@@ -232,6 +250,11 @@ impl Import {
                 event.seq = self.next_seq;
             }
         }
+        for draft in &mut self.sessions {
+            draft.settle_pairs();
+            report.anomalies += draft.anomalies;
+            self.warnings.append(&mut draft.notes);
+        }
         for draft in &self.sessions {
             w.add_session(&draft.session)?;
             w.append(&draft.events)?;
@@ -274,6 +297,7 @@ impl Draft {
     /// first time, then new events, summaries and calls, in that order (a
     /// recorder's draft grows one exchange at a time).
     pub fn flush(&mut self, w: &mut Writer, done: &mut Flushed) -> anyhow::Result<()> {
+        self.settle_pairs();
         if !done.session {
             w.add_session(&self.session)?;
             done.session = true;
@@ -407,6 +431,9 @@ pub struct WriteReport {
     pub events: usize,
     pub summaries: usize,
     pub calls: usize,
+    /// Tool calls and results kept although they did not pair (see
+    /// `Draft::settle_pairs`); each is one of `warnings`.
+    pub anomalies: usize,
     pub warnings: Vec<String>,
 }
 
@@ -424,7 +451,14 @@ fn resolve_call(draft: &Draft, c: &ModelCall) -> ModelCall {
         .parsed_evictions()
         .unwrap_or_default()
         .into_iter()
-        .map(|e| json!({"seq": seq_at(draft, e.seq), "action": e.action, "reducer": e.reducer}))
+        .map(|e| {
+            let mut entry =
+                json!({"seq": seq_at(draft, e.seq), "action": e.action, "reducer": e.reducer});
+            if let Some(to) = e.to_seq {
+                entry["to_seq"] = json!(seq_at(draft, to));
+            }
+            entry
+        })
         .collect();
     ModelCall {
         last_seq: seq_at(draft, c.last_seq),
@@ -476,6 +510,105 @@ impl Draft {
             self.session.title = Some(title).filter(|t| !t.is_empty());
         }
         self.events.len() as i64
+    }
+
+    /// Notes that the events added from now on come from `at` ("FILE:LINE"),
+    /// so what `settle_pairs` notes about them names it.
+    pub fn locate(&mut self, at: String) {
+        let ix = self.events.len();
+        match self.origins.last_mut() {
+            Some(last) if last.0 == ix => last.1 = at,
+            _ => self.origins.push((ix, at)),
+        }
+    }
+
+    /// Where the event at `ix` came from: its file and line where the
+    /// importer said so, else its session and place.
+    fn origin(&self, ix: usize) -> String {
+        let at = self.origins.partition_point(|o| o.0 <= ix);
+        match at.checked_sub(1).map(|at| &self.origins[at].1) {
+            Some(origin) => origin.clone(),
+            None => format!("session {}, event {}", self.session.id, ix + 1),
+        }
+    }
+
+    /// Makes the events added since the last call keep the log's pairing
+    /// promise without losing any (a log refuses what breaks it): a tool
+    /// call whose call id was already used gets the id with `~N` added (the
+    /// old one in its meta, `repeated_call_id`) and its results follow it; a
+    /// tool result with no earlier call, or for a call already answered, is
+    /// kept as an unpaired result (`unpaired` in its meta says why). Each is
+    /// a note (in `notes`) naming where it came from.
+    pub fn settle_pairs(&mut self) {
+        let from = self.pairs.settled;
+        for ix in from..self.events.len() {
+            let event = &self.events[ix];
+            let kind = event.kind;
+            if !matches!(kind, Kind::ToolCall | Kind::ToolResult) {
+                continue;
+            }
+            let id = event.call_id.as_deref().unwrap_or("").to_string();
+            let shown = crate::display::truncate_row(&id, 80).into_owned();
+            let (note, call_id, meta) = match (kind, self.pairs.calls.get(&id)) {
+                (Kind::ToolCall, Some(_)) => {
+                    let renamed = (2..)
+                        .map(|n| format!("{id}~{n}"))
+                        .find(|n| !self.pairs.calls.contains_key(n))
+                        .expect("an unused id");
+                    self.pairs
+                        .calls
+                        .insert(renamed.clone(), (renamed.clone(), false));
+                    self.pairs
+                        .calls
+                        .insert(id.clone(), (renamed.clone(), false));
+                    let note = format!(
+                        "tool_call call_id '{shown}' was already used: kept as '{}'",
+                        crate::display::truncate_row(&renamed, 84)
+                    );
+                    (note, Some(renamed), json!({"repeated_call_id": id}))
+                }
+                (Kind::ToolCall, None) => {
+                    self.pairs.calls.insert(id.clone(), (id, false));
+                    continue;
+                }
+                (_, Some((written, false))) => {
+                    let written = written.clone();
+                    self.pairs.calls.insert(id.clone(), (written.clone(), true));
+                    if written != id {
+                        self.events[ix].call_id = Some(written.into());
+                    }
+                    continue;
+                }
+                (_, answered) => {
+                    let why = if answered.is_some() {
+                        "its call already has a tool_result"
+                    } else {
+                        "no earlier tool_call has its call_id"
+                    };
+                    let note = format!(
+                        "tool_result for call_id '{shown}': {why}; kept as an unpaired result"
+                    );
+                    (note, None, json!({"unpaired": why}))
+                }
+            };
+            let note = format!("{}: {note}", self.origin(ix));
+            let event = &mut self.events[ix];
+            let mut fields: Map<String, Value> = event
+                .meta
+                .as_deref()
+                .and_then(|m| serde_json::from_str(m).ok())
+                .unwrap_or_default();
+            if let Value::Object(more) = meta {
+                fields.extend(more);
+            }
+            event.meta = Some(Value::Object(fields).to_string().into());
+            if let Some(call_id) = call_id {
+                event.call_id = Some(call_id.into());
+            }
+            self.notes.push(note);
+            self.anomalies += 1;
+        }
+        self.pairs.settled = self.events.len();
     }
 
     /// The position of the newest event (0 when none).
@@ -819,8 +952,9 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
     let text = String::from_utf8_lossy(head);
     let trimmed = text.trim_start();
     let whole = || -> anyhow::Result<Value> {
-        let bytes = std::fs::read(src)?;
-        serde_json::from_slice(without_bom(&bytes))
+        let bytes = read_source(src)?;
+        parse_json(without_bom(&bytes))
+            .map(|(value, _)| value)
             .with_context(|| format!("{}: not valid JSON", src.display()))
     };
     if trimmed.starts_with('[') || (trimmed.starts_with('{') && whole().is_ok()) {
@@ -879,6 +1013,13 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
 /// trace's GenAI events).
 fn is_otlp(value: &Value) -> bool {
     value.get("resourceSpans").is_some() || value.get("resourceLogs").is_some()
+}
+
+/// The bytes of a transcript, read up to the most an import holds
+/// (`files::transcript_limit`).
+pub(crate) fn read_source(src: &Path) -> anyhow::Result<Vec<u8>> {
+    crate::files::read(src, crate::files::transcript_limit(), "a transcript")
+        .with_context(|| format!("{}: cannot read", src.display()))
 }
 
 fn read_head(src: &Path) -> anyhow::Result<Vec<u8>> {
@@ -950,7 +1091,7 @@ pub(crate) fn open_sqlite(src: &Path) -> anyhow::Result<rusqlite::Connection> {
 /// parse is still being written: left for the next read, with a warning.
 pub(crate) fn json_lines(src: &Path, import: &mut Import) -> anyhow::Result<Vec<(usize, Value)>> {
     import.reads_file(src);
-    let bytes = std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
+    let bytes = read_source(src)?;
     let bytes = without_bom(&bytes);
     let complete = bytes.ends_with(b"\n");
     let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
@@ -974,26 +1115,15 @@ pub(crate) fn json_lines(src: &Path, import: &mut Import) -> anyhow::Result<Vec<
         if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Value>(&text) {
-            Ok(value) => out.push((number, value)),
-            Err(e) => match repair_surrogates(&text)
-                .and_then(|fixed| serde_json::from_str::<Value>(&fixed).ok())
-            {
-                Some(value) => {
-                    import.warn(
-                        src,
-                        number,
-                        "a lone surrogate escape (half a UTF-16 pair), read as U+FFFD",
-                    );
-                    out.push((number, value));
+        match parse_json(text.as_bytes()) {
+            Ok((value, repaired)) => {
+                if repaired {
+                    import.warn(src, number, LONE_SURROGATE);
                 }
-                None if torn => import.warn(
-                    src,
-                    number,
-                    "incomplete last line (still being written?); left for the next read",
-                ),
-                None => import.warn(src, number, format!("not JSON ({e}); skipped")),
-            },
+                out.push((number, value));
+            }
+            Err(_) if torn => import.warn(src, number, INCOMPLETE_LINE),
+            Err(e) => import.warn(src, number, format!("not JSON ({e}); skipped")),
         }
     }
     if let Some((first, n)) = not_utf8 {
@@ -1010,6 +1140,26 @@ pub(crate) fn json_lines(src: &Path, import: &mut Import) -> anyhow::Result<Vec<
     }
     Ok(out)
 }
+
+/// JSON text parsed; one that fails only for a lone surrogate escape is read
+/// with U+FFFD in its place, and says so (`true`).
+pub(crate) fn parse_json(text: &[u8]) -> serde_json::Result<(Value, bool)> {
+    match serde_json::from_slice::<Value>(text) {
+        Ok(value) => Ok((value, false)),
+        Err(e) => repair_surrogates(&String::from_utf8_lossy(text))
+            .and_then(|fixed| serde_json::from_str::<Value>(&fixed).ok())
+            .map(|value| (value, true))
+            .ok_or(e),
+    }
+}
+
+/// What a warning says of a last line without its newline that does not parse.
+pub(crate) const INCOMPLETE_LINE: &str =
+    "incomplete last line (still being written?); left for the next read";
+
+/// What a warning says of a lone surrogate escape read as U+FFFD.
+pub(crate) const LONE_SURROGATE: &str =
+    "a lone surrogate escape (half a UTF-16 pair), read as U+FFFD";
 
 /// `line` with every lone surrogate escape (`\\ud800` with no other half
 /// beside it) replaced by `\\ufffd`; `None` when it has none.

@@ -77,7 +77,7 @@ fn is_sqlite(path: &Path) -> bool {
 
 /// The session of an `opencode export` file.
 fn from_export(path: &Path) -> anyhow::Result<Stored> {
-    let text = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let text = super::read_source(path)?;
     let value: Value = serde_json::from_slice(super::without_bom(&text))
         .with_context(|| format!("{}: not valid JSON", path.display()))?;
     if !is_export(&value) {
@@ -170,8 +170,8 @@ impl Folder {
             if is_dir {
                 out.extend(self.json_files(&file, import));
             } else if file.extension().is_some_and(|x| x == "json") {
-                match std::fs::read(&file)
-                    .map_err(|e| e.to_string())
+                match super::read_source(&file)
+                    .map_err(|e| format!("{e:#}"))
                     .and_then(|b| {
                         serde_json::from_slice(super::without_bom(&b)).map_err(|e| e.to_string())
                     }) {

@@ -22,7 +22,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use anyhow::Context as _;
 use serde_json::{Map, Number, Value, json};
 
 use super::api::{Exchange, rebuild};
@@ -206,20 +205,34 @@ fn around_calls(spans: &[Span], by_id: &HashMap<(String, String), usize>) -> Has
 /// The file's OTLP documents, each with its line (`None` for a whole-file
 /// document).
 fn documents(src: &Path, import: &mut Import) -> anyhow::Result<Vec<(Option<usize>, Value)>> {
-    let bytes = std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
-    match serde_json::from_slice::<Value>(super::without_bom(&bytes)) {
-        Ok(Value::Array(docs)) => {
+    let bytes = super::read_source(src)?;
+    let whole = super::parse_json(super::without_bom(&bytes));
+    if let Ok((_, true)) = whole {
+        import.warn_file(src, super::LONE_SURROGATE);
+    }
+    match whole {
+        Ok((Value::Array(docs), _)) => {
             import.reads_file(src);
             Ok(docs.into_iter().map(|d| (None, d)).collect())
         }
-        Ok(doc) => {
+        Ok((doc, _)) => {
             import.reads_file(src);
             Ok(vec![(None, doc)])
         }
-        Err(_) => Ok(json_lines(src, import)?
-            .into_iter()
-            .map(|(line, doc)| (Some(line), doc))
-            .collect()),
+        Err(e) => {
+            let lines = json_lines(src, import)?;
+            if lines.is_empty() {
+                // Neither one document nor lines of them: say why, not "none found".
+                anyhow::bail!(
+                    "{}: not an OTLP document: not valid JSON ({e})",
+                    src.display()
+                );
+            }
+            Ok(lines
+                .into_iter()
+                .map(|(line, doc)| (Some(line), doc))
+                .collect())
+        }
     }
 }
 

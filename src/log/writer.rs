@@ -1,8 +1,9 @@
 //! Appending to a log, for hosts that use ctxlens as their compaction library.
 //!
 //! The writer keeps the log's promises: seq strictly increasing, turns never
-//! going backwards within a session, and no tool result without an earlier call.
-//! A batch that breaks one is refused whole.
+//! going backwards within a session, and no tool result without an earlier call
+//! (but one that says so: `unpaired` in its meta). A batch that breaks one is
+//! refused whole.
 //!
 //! The log stays in WAL mode for its whole life, so readers (the inspector,
 //! every command) never block the writer and the writer never blocks them: it
@@ -456,7 +457,7 @@ fn violation(event: &Event, last_seq: i64, state: &SessionState) -> Option<Strin
         return Some(format!("a {} needs a call_id", event.kind));
     }
     let call_id = event.call_id.as_deref().unwrap_or_default();
-    match event.kind {
+    let broken = match event.kind {
         Kind::ToolCall if state.calls.contains(call_id) => {
             Some(format!("tool_call call_id '{call_id}' was already used"))
         }
@@ -467,5 +468,16 @@ fn violation(event: &Event, last_seq: i64, state: &SessionState) -> Option<Strin
             Some(format!("call_id '{call_id}' already has its tool_result"))
         }
         _ => None,
-    }
+    };
+    broken.filter(|_| !(event.kind == Kind::ToolResult && is_unpaired(event)))
+}
+
+/// Whether a tool result says it is kept without its call (`unpaired` in its
+/// meta: its call is not in the log, or was answered already).
+fn is_unpaired(event: &Event) -> bool {
+    event
+        .meta
+        .as_deref()
+        .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+        .is_some_and(|m| m.get("unpaired").is_some())
 }

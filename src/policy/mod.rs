@@ -218,6 +218,11 @@ pub struct SummaryPolicy {
     pub pretrim_tool_lines: u64,
 }
 
+/// Whether `value` can be a rate: a finite number of dollars, 0 or more.
+pub fn is_price(value: f64) -> bool {
+    value.is_finite() && value >= 0.0
+}
+
 /// How calls are priced (`[cost]`): a model to price them as, and rates
 /// (dollars per million tokens) replacing the price table's where not 0.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -728,6 +733,19 @@ impl PolicyBuilder {
             return Err(fail(
                 "budget.token_ratio",
                 format!("{} is not in [0, 10] (0: from the fit)", b.token_ratio),
+            ));
+        }
+        let c = &policy.cost;
+        let rates = [
+            ("cost.input", c.input),
+            ("cost.cached_input", c.cached_input),
+            ("cost.cache_write", c.cache_write),
+            ("cost.output", c.output),
+        ];
+        if let Some((key, value)) = rates.into_iter().find(|&(_, v)| !is_price(v)) {
+            return Err(fail(
+                key,
+                format!("{value} is not a price (dollars per million tokens, 0 or more)"),
             ));
         }
         if !(0.0..1.0).contains(&b.safety_margin) {

@@ -272,7 +272,7 @@ fn spawn_worker(tx: mpsc::Sender<Msg>) -> mpsc::Sender<app::MetricsJob> {
 
 /// A policy file's path and text, for `PolicyChoice::file`.
 fn read_policy(path: &Path) -> anyhow::Result<(String, String)> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::files::read_text(path, crate::files::SMALL, "a policy file")
         .map_err(|e| anyhow::anyhow!("{}: cannot read the policy file: {e}", path.display()))?;
     Ok((path.display().to_string(), text))
 }
