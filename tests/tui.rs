@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ctxlens::log::Store;
-use ctxlens::tui::app::{App, Control};
+use ctxlens::tui::app::{App, Control, Mode};
 use ctxlens::tui::keymap::KEYMAP;
 use ctxlens::tui::render::{self, Theme, help_lines};
 use ratatui::Terminal;
@@ -405,6 +405,31 @@ fn with_a_worker_only_the_newest_replay_is_kept() {
 }
 
 #[test]
+fn w_opens_on_the_first_stretch_of_forgetting_and_n_and_n_capital_go_to_each() {
+    let mut app = sample("forgot-deploy-key.db");
+    app.step(Control::Search);
+    for c in "deploy key".chars() {
+        app.step(Control::Type(c));
+    }
+    app.step(Control::Confirm);
+    app.step(Control::Why);
+    let (_, trace) = app.why.clone().unwrap();
+    let starts: Vec<i64> = trace.stretches.iter().map(|s| s.from_call).collect();
+    assert_eq!(starts, [44, 72]);
+    assert_eq!(app.current_call().unwrap().id, 44);
+    app.step(Control::NextMatch);
+    assert_eq!(app.current_call().unwrap().id, 72);
+    let screen = text(&draw(&mut app, 160, 45, COLOR));
+    assert!(screen.contains("▶ calls 72-76"), "{screen}");
+    // Round about, and back.
+    app.step(Control::NextMatch);
+    assert_eq!(app.current_call().unwrap().id, 44);
+    app.step(Control::PrevMatch);
+    assert_eq!(app.current_call().unwrap().id, 72);
+    assert!(matches!(app.mode, Mode::Why { stretch: 1, .. }));
+}
+
+#[test]
 fn w_traces_the_search_shows_the_strip_and_goes_to_where_it_was_lost() {
     let mut app = sample("forgot-deploy-key.db");
     app.step(Control::Search);
@@ -437,7 +462,7 @@ fn w_traces_the_search_shows_the_strip_and_goes_to_where_it_was_lost() {
             .join(" ");
         let flat = panel.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
-            flat.contains("lost at call 44 (summary): summary v2"),
+            flat.contains("forgotten at calls 44-76 (summary v2 dropped it)"),
             "{flat}"
         );
         assert!(
@@ -454,7 +479,7 @@ fn w_traces_the_search_shows_the_strip_and_goes_to_where_it_was_lost() {
     let screen = text(&draw(&mut app, 160, 48, COLOR));
     let strip = screen.lines().find(|l| l.starts_with(" why ")).unwrap();
     insta::assert_snapshot!("why_strip_160", strip);
-    assert!(strip.contains("lost at call"), "{strip}");
+    assert!(strip.contains("forgotten at calls 44-76"), "{strip}");
 
     // Where a summary still holds the fact, its text shows it highlighted.
     jump(&mut app, "30");

@@ -1,10 +1,12 @@
 //! `ctxlens why`: trace a fact through every model call. Was it compacted
 //! out, and by what, or did the model have it and ignore it?
 //!
-//! A fact is traced by its content: the texts given (all of them), a
-//! pattern, or an event's distinctive terms (see [`distinctive`]). Its
-//! holders are the events and summary versions whose text holds it; the
-//! state at each call comes from which holders that call's context has.
+//! A fact is traced by its content: the texts given (an event holds the
+//! fact where its text contains every one of them, case aside), a pattern,
+//! or an event's distinctive terms (see [`distinctive`]). Its holders are
+//! the events and summary versions whose text holds it; the state at each
+//! call comes from which holders that call's context has, and each stretch
+//! of calls that lacked it, after it appeared, is a stretch of forgetting.
 
 use std::ops::ControlFlow;
 
@@ -12,7 +14,7 @@ use rayon::prelude::*;
 use regex::Regex;
 use serde::Serialize;
 
-use super::{PolicyChoice, ProjectionCache, each_call, project_call};
+use super::{PolicyChoice, ProjectionCache, each_call};
 use crate::engine::{Projected, Stand, Status, cut_text};
 use crate::model::{Kind, SessionLog};
 use crate::policy::Preset;
@@ -94,6 +96,9 @@ pub struct Holder {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<i64>,
     pub kind: String,
+    /// `first` for the event that first held the fact, `later` for the
+    /// events that mention it again, `summary` for a summary version.
+    pub mention: &'static str,
     pub excerpt: String,
 }
 
@@ -128,8 +133,33 @@ pub struct Lost {
     pub summary_excerpt: Option<String>,
 }
 
-/// A policy change that keeps the fact to the last call, checked by tracing
-/// again with it.
+/// A run of calls whose complete context lacked the fact after it had
+/// appeared, and how it came back, if it did.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stretch {
+    pub from_call: i64,
+    pub to_call: i64,
+    pub reducer: String,
+    pub summary_version: Option<i64>,
+    /// How the fact was lost at `from_call`, in words.
+    pub reason: String,
+    /// The state at `from_call`.
+    pub state: State,
+    pub regained: Option<Regained>,
+}
+
+/// The first call after a stretch that had the fact again, and what
+/// brought it: the holder it came back in.
+#[derive(Clone, Debug, Serialize)]
+pub struct Regained {
+    pub call: i64,
+    /// The event it came back in (none when a summary brought it back).
+    pub seq: Option<i64>,
+    pub how: String,
+}
+
+/// A policy change that keeps the fact in every call from where it
+/// appeared, checked by tracing again with it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Fix {
     pub set: Vec<String>,
@@ -150,11 +180,22 @@ pub struct Trace {
     pub seqs: Vec<i64>,
     pub holders: Vec<Holder>,
     pub timeline: Vec<Point>,
+    /// Where the first stretch of forgetting starts.
     pub lost_at: Option<Lost>,
+    pub stretches: Vec<Stretch>,
     pub fixes: Vec<Fix>,
     pub keep_with: Option<String>,
     pub verdict: String,
+    /// Whether the last call had the fact (`present_at_last` is the same).
+    pub present_at_end: bool,
     pub present_at_last: bool,
+}
+
+impl Trace {
+    /// Whether some call lacked the fact after it appeared.
+    pub fn forgotten(&self) -> bool {
+        !self.stretches.is_empty()
+    }
 }
 
 impl Fact {
@@ -343,28 +384,13 @@ fn resolve(fact: &Fact, session: &SessionLog) -> Result<(Matcher, Vec<usize>), S
             }
             groups
         }
+        // What the user typed, as typed: a holder contains every text.
         Fact::Texts(texts) => {
             let texts: Vec<String> = texts.iter().map(|t| t.trim().to_lowercase()).collect();
-            // Plain words (no names) stand for the fact their first holder states.
-            let common = texts
-                .iter()
-                .all(|t| !words(t).iter().any(|(w, q)| is_name(w, *q)));
-            let origin = holds_enough(session, &texts, texts.len())
-                .iter()
-                .position(|&holds| holds);
-            let terms = origin
-                .filter(|_| common)
-                .map(|ix| names(session, &session.events[ix].content.get()))
-                .unwrap_or_default();
-            if terms.is_empty() {
-                vec![Group::Terms {
-                    need: texts.len(),
-                    terms: texts,
-                }]
-            } else {
-                let need = (terms.len() * 2).div_ceil(3);
-                vec![Group::Terms { terms, need }]
-            }
+            vec![Group::Terms {
+                need: texts.len(),
+                terms: texts,
+            }]
         }
     };
     let matcher = Matcher { groups };
@@ -487,24 +513,36 @@ pub fn trace_with(
     cache: &mut ProjectionCache,
 ) -> Result<Trace, String> {
     let (matcher, holder_events) = resolve(fact, session)?;
-    let (timeline, lost_at) = walk(session, &matcher, &holder_events, choice, cache)?;
-    let present_at_last = timeline.last().is_some_and(|p| p.state.is_present());
-    let fixes = if present_at_last || timeline.is_empty() {
+    let (timeline, stretches) = walk(session, &matcher, &holder_events, choice, cache)?;
+    let present_at_end = timeline.last().is_some_and(|p| p.state.is_present());
+    let fixes = if stretches.is_empty() {
         Vec::new()
     } else {
-        fixes(session, &matcher, &holder_events, choice, cache)
+        fixes(session, &matcher, &holder_events, &stretches, choice, cache)
     };
     let keep_with = fixes.first().map(Fix::command);
-    let verdict = verdict(&timeline, lost_at.as_ref());
+    let verdict = verdict(&timeline, &stretches);
+    let lost_at = stretches.first().map(|s| Lost {
+        call: s.from_call,
+        reducer: s.reducer.clone(),
+        reason: s.reason.clone(),
+        summary_version: s.summary_version,
+        summary_excerpt: s
+            .summary_version
+            .and_then(|v| session.summaries.iter().find(|o| o.version == v))
+            .map(|summary| where_it_was(session, &matcher, summary)),
+    });
     let mut holders: Vec<Holder> = holder_events
         .iter()
-        .map(|&ix| {
+        .enumerate()
+        .map(|(i, &ix)| {
             let e = &session.events[ix];
             let content = e.content.get();
             Holder {
                 seq: Some(e.seq),
                 version: None,
                 kind: e.kind.as_str().to_string(),
+                mention: if i == 0 { "first" } else { "later" },
                 excerpt: excerpt(&content, matcher.position(&content)),
             }
         })
@@ -518,6 +556,7 @@ pub fn trace_with(
                 seq: None,
                 version: Some(s.version),
                 kind: "summary".into(),
+                mention: "summary",
                 excerpt: excerpt(&s.content, matcher.position(&s.content)),
             }),
     );
@@ -531,24 +570,28 @@ pub fn trace_with(
         holders,
         timeline,
         lost_at,
+        stretches,
         fixes,
         keep_with,
         verdict,
-        present_at_last,
+        present_at_end,
+        present_at_last: present_at_end,
     })
 }
 
-/// Every call's point, and where the fact was lost (the first call of the
-/// last run of calls whose complete context lacks it).
+/// Every call's point, and each stretch of calls whose complete context
+/// lacked the fact after it appeared, with how it came back.
 fn walk(
     session: &SessionLog,
     matcher: &Matcher,
     holders: &[usize],
     choice: &PolicyChoice,
     cache: &mut ProjectionCache,
-) -> Result<(Vec<Point>, Option<Lost>), String> {
+) -> Result<(Vec<Point>, Vec<Stretch>), String> {
     let mut timeline = Vec::new();
-    let mut lost_at: Option<Lost> = None;
+    let mut stretches: Vec<Stretch> = Vec::new();
+    // While a stretch is open: the holder lost at its start.
+    let mut open: Option<Option<usize>> = None;
     let mut failed = None;
     each_call(session, choice, cache, |_, projected| {
         let p = match projected {
@@ -566,10 +609,34 @@ fn walk(
             return ControlFlow::Continue(());
         }
         let (state, ix, holders_in_context) = state_at(matcher, holders, &p);
-        if state.is_present() {
-            lost_at = None;
-        } else if state.is_lost() && lost_at.is_none() {
-            lost_at = Some(why_lost(session, matcher, &p, ix, state));
+        match (state.is_lost(), open) {
+            (true, None) => {
+                let lost = why_lost(session, matcher, &p, ix, state);
+                stretches.push(Stretch {
+                    from_call: p.call.id,
+                    to_call: p.call.id,
+                    reducer: lost.reducer,
+                    summary_version: lost.summary_version,
+                    reason: lost.reason,
+                    state,
+                    regained: None,
+                });
+                open = Some(ix);
+            }
+            (true, Some(_)) => {
+                if let Some(s) = stretches.last_mut() {
+                    s.to_call = p.call.id;
+                }
+            }
+            // A call whose context is not complete (a summary due and none
+            // recorded) neither ends a stretch nor starts one.
+            (false, Some(lost)) if state.is_present() => {
+                if let Some(s) = stretches.last_mut() {
+                    s.regained = Some(regained(&p, ix, lost, state));
+                }
+                open = None;
+            }
+            (false, _) => {}
         }
         timeline.push(Point {
             call: p.call.id,
@@ -581,28 +648,98 @@ fn walk(
     });
     match failed {
         Some(e) => Err(e),
-        None => Ok((timeline, lost_at)),
+        None => Ok((timeline, stretches)),
     }
 }
 
-fn verdict(timeline: &[Point], lost: Option<&Lost>) -> String {
-    match (timeline.last(), lost) {
-        (Some(point), _) if point.state.is_present() => format!(
-            "present, {}, at call {}: not compacted out; the model had it",
-            point.state.as_str(),
-            point.call
-        ),
-        (Some(point), Some(lost)) => format!(
-            "lost at call {} ({}): {}; still missing at the last call ({})",
-            lost.call, lost.reducer, lost.reason, point.call
-        ),
-        (Some(point), None) if point.state == State::Placeholder => format!(
-            "not lost yet: at the last call ({}) a summary is due and the log has none",
-            point.call
-        ),
-        (Some(point), None) => format!("not in the context of call {}", point.call),
-        (None, _) => "the session records no model calls".to_string(),
+/// How the fact came back at `p`: in the holder at `ix` (a later mention,
+/// or the one lost, sent again), or in the summary in force.
+fn regained(p: &Projected, ix: Option<usize>, lost: Option<usize>, state: State) -> Regained {
+    let call = p.call.id;
+    let Some(ix) = ix.filter(|_| state != State::SummarizedKept) else {
+        let version = p
+            .summary()
+            .map_or(String::new(), |s| format!(" v{}", s.version));
+        return Regained {
+            call,
+            seq: None,
+            how: format!("the summary{version} holds it"),
+        };
+    };
+    let event = &p.session.events[ix];
+    let what = match (event.kind, event.tool_name.as_deref()) {
+        (Kind::ToolResult, Some(tool)) => format!("a tool result of {tool}"),
+        (Kind::ToolCall, Some(tool)) => format!("a tool call of {tool}"),
+        (Kind::User, _) => "a user message".into(),
+        (Kind::Assistant, _) => "an assistant message".into(),
+        (kind, _) => format!("a {} event", kind.as_str()),
+    };
+    let how = if lost.is_some_and(|lost| ix > lost) {
+        format!("{what}, a later mention")
+    } else {
+        format!("{what}, sent again")
+    };
+    Regained {
+        call,
+        seq: Some(event.seq),
+        how,
     }
+}
+
+/// The trace in a sentence: each stretch of forgetting and how it ended.
+fn verdict(timeline: &[Point], stretches: &[Stretch]) -> String {
+    let Some(last) = timeline.last() else {
+        return "the session records no model calls".to_string();
+    };
+    if stretches.is_empty() {
+        return match last.state {
+            s if s.is_present() => format!(
+                "present, {}, at call {}; never forgotten: every call since it appeared had it",
+                s.as_str(),
+                last.call
+            ),
+            State::Placeholder => format!(
+                "not lost yet: at the last call ({}) a summary is due and the log has none",
+                last.call
+            ),
+            _ => format!("not in the context of any call up to {}", last.call),
+        };
+    }
+    let parts: Vec<String> = stretches
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let calls = if s.from_call == s.to_call {
+                format!("call {}", s.from_call)
+            } else {
+                format!("calls {}-{}", s.from_call, s.to_call)
+            };
+            let cause = match s.summary_version {
+                Some(v) => format!("summary v{v} dropped it"),
+                None if s.reducer.is_empty() => "not sent".to_string(),
+                None => format!("{} {} it", s.reducer, s.state.as_str()),
+            };
+            let again = if i == 0 {
+                "forgotten"
+            } else {
+                "forgotten again"
+            };
+            let end = match &s.regained {
+                Some(r) => format!(
+                    ", in context again from call {} ({}{})",
+                    r.call,
+                    r.seq.map_or(String::new(), |seq| format!("seq {seq}, ")),
+                    r.how
+                ),
+                None if s.to_call == last.call => {
+                    format!(", still missing at the last call ({})", last.call)
+                }
+                None => String::new(),
+            };
+            format!("{again} at {calls} ({cause}){end}")
+        })
+        .collect();
+    parts.join("; ")
 }
 
 fn why_lost(
@@ -675,12 +812,14 @@ fn where_it_was(
     lines[from..lines.len().min(from + 3)].join("\n")
 }
 
-/// Every candidate change that keeps the fact to the last call, checked by
-/// tracing again with it, cheapest first.
+/// Every candidate change that closes every stretch of forgetting (each
+/// call of each stretch has the fact, and the last call does not lack it),
+/// checked by tracing again with it, cheapest first.
 fn fixes(
     session: &SessionLog,
     matcher: &Matcher,
     holders: &[usize],
+    stretches: &[Stretch],
     choice: &PolicyChoice,
     cache: &mut ProjectionCache,
 ) -> Vec<Fix> {
@@ -690,11 +829,32 @@ fn fixes(
     let Ok(base) = cache.policy(choice, last) else {
         return Vec::new();
     };
-    // The last call under a policy: whether it has the fact, and its tokens.
+    let in_stretch = |id: i64| {
+        stretches
+            .iter()
+            .any(|s| (s.from_call..=s.to_call).contains(&id))
+    };
+    // Every call under a policy: whether the stretches are closed, and the
+    // last call's tokens.
     let at_last = |choice: &PolicyChoice, cache: &mut ProjectionCache| -> Option<(bool, u64)> {
-        let (_, p) = project_call(session, last, choice, cache).ok()?;
-        let (state, _, _) = state_at(matcher, holders, &p);
-        Some((state.is_present(), p.total_tokens))
+        let (mut closed, mut tokens, mut failed) = (true, None, false);
+        each_call(session, choice, cache, |call, projected| {
+            let Ok(p) = projected else {
+                failed = true;
+                return ControlFlow::Break(());
+            };
+            let (state, _, _) = state_at(matcher, holders, &p);
+            if (in_stretch(call.id) && !state.is_present())
+                || (call.id == last.id && state.is_lost())
+            {
+                closed = false;
+            }
+            if call.id == last.id {
+                tokens = Some(p.total_tokens);
+            }
+            ControlFlow::Continue(())
+        });
+        Some((closed, tokens.filter(|_| !failed)?))
     };
     let Some((_, before)) = at_last(choice, cache) else {
         return Vec::new();

@@ -45,10 +45,11 @@ pub fn run(
     } else {
         print_text(&trace);
     }
-    Ok(if trace.present_at_last {
-        Outcome::Done
-    } else {
+    // 1 when some call lacked the fact after it appeared, even if it came back.
+    Ok(if trace.forgotten() {
         Outcome::Found
+    } else {
+        Outcome::Done
     })
 }
 
@@ -62,7 +63,7 @@ fn print_text(t: &Trace) {
     say!("held by:");
     for h in &t.holders {
         let name = match (h.seq, h.version) {
-            (Some(seq), _) => format!("seq {seq} ({})", h.kind),
+            (Some(seq), _) => format!("seq {seq} ({}, {} mention)", h.kind, h.mention),
             (_, Some(v)) => format!("summary v{v}"),
             _ => h.kind.clone(),
         };
@@ -79,18 +80,23 @@ fn print_text(t: &Trace) {
     );
     let mut previous = None;
     for point in &t.timeline {
-        if previous != Some(point.state) {
-            let lost = t.lost_at.as_ref().filter(|l| l.call == point.call);
+        let lost = t.stretches.iter().find(|s| s.from_call == point.call);
+        let back = t
+            .stretches
+            .iter()
+            .filter_map(|s| s.regained.as_ref())
+            .find(|r| r.call == point.call);
+        if previous != Some(point.state) || lost.is_some() || back.is_some() {
+            let note = match (lost, back) {
+                (Some(s), _) => format!(" ← lost here, {}: {}", s.reducer, escape_line(&s.reason)),
+                (_, Some(r)) => format!(" ← back: {}", escape_line(&r.how)),
+                _ => String::new(),
+            };
             say!(
-                "  call {:>5} (turn {:>3}): {}{}",
+                "  call {:>5} (turn {:>3}): {}{note}",
                 point.call,
                 point.turn,
                 point.state.as_str(),
-                lost.map_or(String::new(), |l| format!(
-                    " ← lost here, {}: {}",
-                    l.reducer,
-                    escape_line(&l.reason)
-                ))
             );
             previous = Some(point.state);
         }
@@ -102,7 +108,7 @@ fn print_text(t: &Trace) {
         }
     }
     if !t.fixes.is_empty() {
-        say!("fixes that keep it to the last call (each checked), cheapest first:");
+        say!("fixes that keep it in every call since it appeared (each checked), cheapest first:");
         for f in &t.fixes {
             say!(
                 "  {:+} tokens: {}{}",

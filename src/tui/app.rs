@@ -99,6 +99,8 @@ pub enum Mode {
     Why {
         scroll: u16,
         fix: usize,
+        /// The stretch of forgetting the calls pane is on.
+        stretch: usize,
     },
     /// The last message, whole, from this line.
     Message(u16),
@@ -987,7 +989,11 @@ impl App {
                 };
                 return;
             }
-            Mode::Why { scroll, fix } => return self.why_panel(control, scroll, fix),
+            Mode::Why {
+                scroll,
+                fix,
+                stretch,
+            } => return self.why_panel(control, scroll, fix, stretch),
             Mode::Message(scroll) => {
                 self.mode = match control {
                     Control::Down | Control::PageDown => Mode::Message(scroll.saturating_add(1)),
@@ -1170,7 +1176,7 @@ impl App {
     }
 
     /// Traces the current search, or else the selected event, through every
-    /// call, and goes to the call where it was lost.
+    /// call, and goes to the call where it was first lost.
     fn trace_fact(&mut self) {
         let fact = match (&self.search, self.selected_event()) {
             (Some((query, _)), _) => Fact::Texts(vec![query.clone()]),
@@ -1188,19 +1194,14 @@ impl App {
             &mut self.cache,
         ) {
             Ok(t) => {
-                self.status = t.verdict.clone();
-                if let Some(lost) = &t.lost_at
-                    && let Some(index) = self
-                        .calls
-                        .iter()
-                        .position(|&ix| log.sessions[self.session].calls[ix].id == lost.call)
-                {
-                    self.pause();
-                    self.select_call(index);
-                }
-                self.status = String::new();
                 self.why = Some((fact, t));
-                self.mode = Mode::Why { scroll: 0, fix: 0 };
+                self.go_to_stretch(0);
+                self.status = String::new();
+                self.mode = Mode::Why {
+                    scroll: 0,
+                    fix: 0,
+                    stretch: 0,
+                };
             }
             Err(e) => self.status = e,
         }
@@ -1270,27 +1271,52 @@ impl App {
             .map(|ix| session.events[ix].content.to_string())
     }
 
-    /// Keys in the why panel: j/k pick a fix, PgUp/PgDn scroll, Enter
-    /// applies the fix to the live policy, Esc or w closes.
-    fn why_panel(&mut self, control: Control, scroll: u16, fix: usize) {
+    /// Selects the first call of the trace's stretch of forgetting `at`, if
+    /// it has one (following pauses: the user is looking back).
+    fn go_to_stretch(&mut self, at: usize) {
+        let Some(call) = (self.why.as_ref())
+            .and_then(|(_, t)| t.stretches.get(at))
+            .map(|s| s.from_call)
+        else {
+            return;
+        };
+        let log = Arc::clone(&self.log);
+        let session = &log.sessions[self.session];
+        if let Some(index) = self
+            .calls
+            .iter()
+            .position(|&ix| session.calls[ix].id == call)
+        {
+            self.pause();
+            self.select_call(index);
+        }
+    }
+
+    /// Keys in the why panel: j/k pick a fix, n/N go to the next or previous
+    /// stretch of forgetting, PgUp/PgDn scroll, Enter applies the fix to the
+    /// live policy, Esc or w closes.
+    fn why_panel(&mut self, control: Control, scroll: u16, fix: usize, stretch: usize) {
         let fixes = self.why.as_ref().map_or(0, |(_, t)| t.fixes.len());
+        let stretches = self.why.as_ref().map_or(0, |(_, t)| t.stretches.len());
+        let why = |scroll: u16, fix: usize, stretch: usize| Mode::Why {
+            scroll,
+            fix,
+            stretch,
+        };
         self.mode = match control {
-            Control::Down => Mode::Why {
-                scroll,
-                fix: (fix + 1).min(fixes.saturating_sub(1)),
-            },
-            Control::Up => Mode::Why {
-                scroll,
-                fix: fix.saturating_sub(1),
-            },
-            Control::PageDown => Mode::Why {
-                scroll: scroll.saturating_add(self.page as u16),
-                fix,
-            },
-            Control::PageUp => Mode::Why {
-                scroll: scroll.saturating_sub(self.page as u16),
-                fix,
-            },
+            Control::Down => why(scroll, (fix + 1).min(fixes.saturating_sub(1)), stretch),
+            Control::Up => why(scroll, fix.saturating_sub(1), stretch),
+            Control::PageDown => why(scroll.saturating_add(self.page as u16), fix, stretch),
+            Control::PageUp => why(scroll.saturating_sub(self.page as u16), fix, stretch),
+            Control::NextMatch | Control::PrevMatch if stretches > 0 => {
+                let next = if control == Control::NextMatch {
+                    (stretch + 1) % stretches
+                } else {
+                    (stretch + stretches - 1) % stretches
+                };
+                self.go_to_stretch(next);
+                why(scroll, fix, next)
+            }
             Control::Detail | Control::Confirm => {
                 let chosen = self
                     .why
@@ -1309,7 +1335,7 @@ impl App {
                 Mode::Normal
             }
             Control::Back | Control::Why | Control::Quit => Mode::Normal,
-            _ => Mode::Why { scroll, fix },
+            _ => why(scroll, fix, stretch),
         };
     }
 

@@ -193,7 +193,11 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
         Mode::Policy(sel) => draw_editor(frame, app, *sel, None, theme),
         Mode::Compare(top) => draw_compare(frame, app, *top, theme),
         Mode::Differences(top) => draw_differences(frame, app, *top, theme),
-        Mode::Why { scroll, fix } => draw_why_panel(frame, app, *scroll, *fix, theme),
+        Mode::Why {
+            scroll,
+            fix,
+            stretch,
+        } => draw_why_panel(frame, app, *scroll, *fix, *stretch, theme),
         Mode::Message(scroll) => draw_message(frame, app, *scroll, theme),
         Mode::PolicyInput(key, text) => {
             let sel = super::editor::rows(app)
@@ -1302,19 +1306,48 @@ fn draw_editor(frame: &mut Frame, app: &App, sel: usize, typing: Option<&String>
 }
 
 /// Policy A (each call's recorded one) against policy B (as edited), per call.
-/// The lines of the why panel: the verdict, what the fact is traced by,
-/// its holders, the strip, where it was lost, and the fixes (`fix` marked).
-pub fn why_lines(trace: &crate::analysis::why::Trace, fix: usize) -> Vec<Line<'static>> {
+/// The lines of the why panel: the verdict, the stretches of forgetting
+/// (`stretch` marked), what the fact is traced by, its holders, the strip,
+/// where it was lost, and the fixes (`fix` marked).
+pub fn why_lines(
+    trace: &crate::analysis::why::Trace,
+    fix: usize,
+    stretch: usize,
+) -> Vec<Line<'static>> {
     let bold = |t: String| Line::from(t).add_modifier(Modifier::BOLD);
     let mut lines = vec![
         Line::from(display::escape_line(&trace.verdict).into_owned()),
         Line::from(""),
     ];
-    if trace.fixes.is_empty() {
-        lines.push(Line::from(if trace.present_at_last {
-            "nothing to fix: the model had it at the last call"
+    if !trace.stretches.is_empty() {
+        lines.push(bold("forgotten (n/N go to each)".into()));
+    }
+    for (i, s) in trace.stretches.iter().enumerate() {
+        let back = s.regained.as_ref().map_or(String::new(), |r| {
+            format!(
+                " · back at call {}: {}",
+                r.call,
+                display::escape_line(&r.how)
+            )
+        });
+        let line = Line::from(format!(
+            "{} calls {}-{}: {}{back}",
+            if i == stretch { "▶" } else { " " },
+            s.from_call,
+            s.to_call,
+            display::escape_line(&s.reason)
+        ));
+        lines.push(if i == stretch {
+            line.add_modifier(Modifier::REVERSED)
         } else {
-            "no fix tried keeps it to the last call"
+            line
+        });
+    }
+    if trace.fixes.is_empty() {
+        lines.push(Line::from(if !trace.forgotten() {
+            "nothing to fix: every call since the fact appeared had it"
+        } else {
+            "no fix tried keeps it in every call"
         }));
     } else {
         lines.push(bold(
@@ -1365,7 +1398,7 @@ pub fn why_lines(trace: &crate::analysis::why::Trace, fix: usize) -> Vec<Line<'s
     lines.push(bold("held by".into()));
     for h in &trace.holders {
         let name = match (h.seq, h.version) {
-            (Some(seq), _) => format!("seq {seq} ({})", h.kind),
+            (Some(seq), _) => format!("seq {seq} ({}, {} mention)", h.kind, h.mention),
             (_, Some(v)) => format!("summary v{v}"),
             _ => h.kind.clone(),
         };
@@ -1396,7 +1429,14 @@ fn draw_message(frame: &mut Frame, app: &App, scroll: u16, theme: Theme) {
 }
 
 /// The why panel: everything `why` says, wrapped and scrolled, never cut.
-fn draw_why_panel(frame: &mut Frame, app: &App, scroll: u16, fix: usize, theme: Theme) {
+fn draw_why_panel(
+    frame: &mut Frame,
+    app: &App,
+    scroll: u16,
+    fix: usize,
+    stretch: usize,
+    theme: Theme,
+) {
     let Some((_, trace)) = &app.why else {
         return;
     };
@@ -1408,10 +1448,10 @@ fn draw_why_panel(frame: &mut Frame, app: &App, scroll: u16, fix: usize, theme: 
         theme,
     );
     let mut lines = vec![
-        Line::from("j/k a fix · Enter applies it · PgUp/PgDn scroll · Esc close")
+        Line::from("j/k a fix · Enter applies it · n/N next/previous stretch · PgUp/PgDn scroll · Esc close")
             .add_modifier(Modifier::DIM),
     ];
-    lines.extend(why_lines(trace, fix));
+    lines.extend(why_lines(trace, fix, stretch));
     let paragraph = paragraph(lines)
         .block(block)
         .wrap(Wrap { trim: false })
