@@ -1,8 +1,12 @@
-//! Claude Code lines of shapes the importer once dropped without a word.
+//! Claude Code lines of shapes the importer once dropped without a word,
+//! and conversations that branch, repeat themselves or were written out of
+//! order.
+
+use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use ctxlens::log::Store;
-use ctxlens::model::Kind;
+use ctxlens::model::{Kind, Log};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -123,4 +127,194 @@ fn odd_assistant_contents_images_in_results_and_responses_without_an_id_are_kept
         5,
         "one per response, the one without an id too"
     );
+}
+
+// --- The conversation as Claude Code holds it: the parentUuid chain ---
+//
+// Each fixture in tests/fixtures/claude-code/ is in the shape Claude Code
+// writes (field for field), made for the case it names.
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/claude-code")
+        .join(name)
+}
+
+/// Imports a fixture with the binary (which must succeed) and loads the log.
+fn import_fixture(name: &str, dir: &TempDir) -> (PathBuf, Log) {
+    let out = dir.path().join(format!("{name}.db"));
+    let run = Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args(["import", "claude-code"])
+        .arg(fixture(name))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let log = Store::open(&out).unwrap().load().unwrap();
+    (out, log)
+}
+
+/// The main session's events, each as its kind and its text (a tool event
+/// by its call id).
+fn events(log: &Log) -> Vec<(Kind, String)> {
+    log.sessions[0]
+        .events
+        .iter()
+        .map(|e| {
+            let what = match e.kind {
+                Kind::ToolCall | Kind::ToolResult => e.call_id.as_deref().unwrap().to_string(),
+                _ => e.content.to_string(),
+            };
+            (e.kind, what)
+        })
+        .collect()
+}
+
+/// The source's lines as JSON.
+fn lines(name: &str) -> Vec<Value> {
+    std::fs::read_to_string(fixture(name))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The tool_use ids of the fixture, in the order first written.
+fn tool_ids(name: &str) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for line in lines(name) {
+        for block in line["message"]["content"].as_array().into_iter().flatten() {
+            if let Some(id) = block["id"].as_str().filter(|_| block["type"] == "tool_use")
+                && !ids.iter().any(|i| i == id)
+            {
+                ids.push(id.to_string());
+            }
+        }
+    }
+    ids
+}
+
+/// `check --json` finds nothing, and `replay --json` under the session's
+/// recorded policy (Claude Code's own preset) matches every call.
+fn checks_and_replays(out: &Path, calls: usize) {
+    let check = Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args(["check", "--json"])
+        .arg(out)
+        .output()
+        .unwrap();
+    let check: Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(check["ok"], true, "{check}");
+    for args in [
+        &["replay", "--json"][..],
+        &["replay", "--json", "--set", "preset=claude-code"],
+    ] {
+        let replay = Command::cargo_bin("ctxlens")
+            .unwrap()
+            .args(args)
+            .arg(out)
+            .output()
+            .unwrap();
+        let replay: Value = serde_json::from_slice(&replay.stdout).unwrap();
+        assert_eq!(replay["calls"].as_array().unwrap().len(), calls, "{args:?}");
+        assert_eq!(replay["diverging"], 0, "{args:?}: {replay}");
+    }
+}
+
+fn user(text: &str) -> (Kind, String) {
+    (Kind::User, text.to_string())
+}
+fn said(text: &str) -> (Kind, String) {
+    (Kind::Assistant, text.to_string())
+}
+fn call(id: &str) -> (Kind, String) {
+    (Kind::ToolCall, id.to_string())
+}
+fn result(id: &str) -> (Kind, String) {
+    (Kind::ToolResult, id.to_string())
+}
+
+#[test]
+fn lines_written_before_the_line_they_answer_import_in_chain_order() {
+    // Each result line was written before the tool_use line it answers; the
+    // parentUuid chain has them the right way round.
+    let name = "out-of-order.jsonl";
+    let source = lines(name);
+    let at = |kind: &str, id: &str| {
+        source.iter().position(|l| {
+            l["message"]["content"].as_array().is_some_and(|blocks| {
+                blocks
+                    .iter()
+                    .any(|b| b["type"] == kind && (b["id"] == id || b["tool_use_id"] == id))
+            })
+        })
+    };
+    let ids = tool_ids(name);
+    assert!(
+        at("tool_result", &ids[0]) < at("tool_use", &ids[0]),
+        "the file's own order"
+    );
+    let dir = TempDir::new().unwrap();
+    let (out, log) = import_fixture(name, &dir);
+    assert_eq!(
+        events(&log),
+        [
+            user("Add a --dry-run flag to the sync command."),
+            (
+                Kind::Reasoning,
+                "Find where the sync command parses its arguments.".into()
+            ),
+            call(&ids[0]),
+            result(&ids[0]),
+            call(&ids[1]),
+            result(&ids[1]),
+            call(&ids[2]),
+            result(&ids[2]),
+            call(&ids[3]),
+            result(&ids[3]),
+            said(
+                "`sync --dry-run` now parses; it still copies, so next I'll make it print instead."
+            ),
+        ]
+    );
+    checks_and_replays(&out, 4);
+}
+
+#[test]
+fn a_rewound_session_imports_the_branch_it_ended_on() {
+    // Rewound to the opening prompt (the new prompt is a new root), then to
+    // a later prompt (two prompts share a parent): only the branch the
+    // session ended on is the conversation.
+    let name = "rewound.jsonl";
+    let dir = TempDir::new().unwrap();
+    let (out, log) = import_fixture(name, &dir);
+    let ids = tool_ids(name);
+    assert_eq!(
+        events(&log),
+        [
+            user("Rename the `Basket` type to `ShoppingCart`, only in src/api.rs."),
+            call(&ids[2]),
+            result(&ids[2]),
+            said("Three uses in src/api.rs."),
+            user("Go ahead, and add a type alias `Basket = ShoppingCart`."),
+            call(&ids[4]),
+            result(&ids[4]),
+            said("Renamed in src/api.rs and kept `Basket` as an alias."),
+        ]
+    );
+    assert!(
+        !log.sessions[0]
+            .events
+            .iter()
+            .any(|e| e.content.get().contains("abandoned") || e.content.get().contains("`Cart`")),
+        "nothing of the abandoned branches"
+    );
+    assert_eq!(log.sessions[0].calls.len(), 4);
+    checks_and_replays(&out, 4);
 }

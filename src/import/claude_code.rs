@@ -1,12 +1,14 @@
 //! Claude Code: a session's JSONL and its `subagents/` folder.
 //!
-//! The main line follows the uuid / parentUuid chain back from the newest
-//! message (through `logicalParentUuid` across a compaction); sidechain lines
-//! and each subagent file become sessions of their own. Assistant lines are
-//! one content block each, grouped into a response by `message.id`; the last
+//! The main line is the branch the session ended on: the uuid / parentUuid
+//! chain back from its last message (through `logicalParentUuid` across a
+//! compaction), in the chain's order, not the file's; sidechain lines and
+//! each subagent file become sessions of their own. Assistant lines are one
+//! content block each, grouped into a response by `message.id`; the last
 //! line of a response carries its final usage, which becomes a model call.
 
-use std::collections::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -72,93 +74,75 @@ fn agent_of(file: &Path) -> Option<String> {
 /// A line of a file: its number and its JSON.
 type Line<'a> = (usize, &'a Value);
 
-/// The main line's lines in file order, and the sidechains by agent.
+/// The main line's lines in conversation order, and the sidechains by agent
+/// (in file order).
+///
+/// Claude Code's own loader picks the newest leaf, walks `parentUuid` back
+/// from it and puts back the parallel tool calls' lines that hang off
+/// sibling lines (its `buildConversationChain` and
+/// `recoverOrphanedParallelToolResults`); so does this, with the file's last
+/// message as the leaf, and orders the lines by that tree rather than by
+/// the file, which may hold a result before the call it answers. A branch
+/// the session left (a rewind, a resume writing its history again) is not
+/// the conversation.
 #[allow(clippy::type_complexity)]
 fn main_line(lines: &[(usize, Value)]) -> (Vec<Line<'_>>, Vec<(String, Vec<Line<'_>>)>) {
-    let uuid = |v: &Value| v.get("uuid").and_then(Value::as_str).map(str::to_string);
-    let side = |v: &Value| v.get("isSidechain").and_then(Value::as_bool) == Some(true);
-    let by_uuid: HashMap<String, usize> = lines
-        .iter()
-        .enumerate()
-        .filter_map(|(i, (_, v))| uuid(v).map(|u| (u, i)))
-        .collect();
-    let is_message = |v: &Value| {
-        matches!(
-            v.get("type").and_then(Value::as_str),
-            Some("user" | "assistant" | "system")
-        )
-    };
-    // Back from the newest message of the main line. Where the chain ends
-    // (a root, or a parent the file does not hold, as across a compaction
-    // whose logical parent was left out), it goes on from the newest main
-    // message before that point.
-    let candidate = |v: &Value| is_message(v) && !side(v) && uuid(v).is_some();
-    let mut on_line = HashSet::new();
-    let mut at = lines.iter().rposition(|(_, v)| candidate(v));
-    while let Some(i) = at {
-        if !on_line.insert(i) {
-            break;
+    let tree = Tree::new(lines);
+    let mut on_line: HashSet<usize> = HashSet::new();
+    // Each line's parent on the main line, where the conversation has one.
+    let mut parent: HashMap<usize, usize> = HashMap::new();
+    if let Some(leaf) = tree.leaf() {
+        let mut at = Some(leaf);
+        let mut below: Option<usize> = None;
+        while let Some(i) = at {
+            if !on_line.insert(i) {
+                break;
+            }
+            if let Some(child) = below {
+                parent.insert(child, i);
+            }
+            below = Some(i);
+            at = tree.parent_of(i, &on_line);
         }
-        let v = &lines[i].1;
-        let parent = v
-            .get("parentUuid")
-            .and_then(Value::as_str)
-            .or_else(|| v.get("logicalParentUuid").and_then(Value::as_str));
-        at = parent.and_then(|p| by_uuid.get(p).copied()).or_else(|| {
-            lines[..i]
-                .iter()
-                .rposition(|(_, v)| candidate(v))
-                .filter(|j| !on_line.contains(j))
-        });
+        tree.recover(&mut on_line, &mut parent);
     }
-    // Parallel tool calls branch: each result hangs off its own call's line, and
-    // the chain runs through one of them. The others' results join the line,
-    // as do the lines of a response already on it.
-    let msg_id = |v: &Value| v["message"]["id"].as_str().map(str::to_string);
-    let mut responses: HashSet<String> = on_line
-        .iter()
-        .filter_map(|&i| msg_id(&lines[i].1))
-        .collect();
-    let mut asked: HashSet<String> = HashSet::new();
-    for pass in 0..2 {
-        for (i, (_, v)) in lines.iter().enumerate() {
-            if on_line.contains(&i) {
-                if pass == 0 || v["type"] == "assistant" {
-                    for block in v["message"]["content"].as_array().into_iter().flatten() {
-                        if let Some(id) =
-                            block["id"].as_str().filter(|_| block["type"] == "tool_use")
-                        {
-                            asked.insert(id.to_string());
-                        }
-                    }
-                }
-                continue;
-            }
-            if side(v) || !candidate(v) {
-                continue;
-            }
-            let answers = v["message"]["content"].as_array().is_some_and(|blocks| {
-                !blocks.is_empty()
-                    && blocks.iter().all(|b| {
-                        b["type"] == "tool_result"
-                            && b["tool_use_id"]
-                                .as_str()
-                                .is_some_and(|id| asked.contains(id))
-                    })
-            });
-            let same_response = msg_id(v).is_some_and(|m| responses.contains(&m));
-            if answers || same_response {
-                on_line.insert(i);
-                if let Some(m) = msg_id(v) {
-                    responses.insert(m);
-                }
-            }
+    let ordered = conversation_order(&on_line, &parent);
+    // Lines without a uuid (titles, snapshots, queue operations) stay where
+    // the file has them: after the main-line line before them.
+    let mut after: HashMap<Option<usize>, Vec<usize>> = HashMap::new();
+    let mut on: Vec<usize> = on_line.iter().copied().collect();
+    on.sort_unstable();
+    for (i, (_, v)) in lines.iter().enumerate() {
+        if !tree.side(i) && uuid(v).is_none() {
+            let before = on.partition_point(|&j| j < i);
+            after
+                .entry(before.checked_sub(1).map(|k| on[k]))
+                .or_default()
+                .push(i);
         }
     }
-    let mut main = Vec::new();
+    let line = |i: usize| (lines[i].0, &lines[i].1);
+    let mut main: Vec<Line> = Vec::with_capacity(on.len());
+    main.extend(
+        after
+            .remove(&None)
+            .unwrap_or_default()
+            .into_iter()
+            .map(line),
+    );
+    for i in ordered {
+        main.push(line(i));
+        main.extend(
+            after
+                .remove(&Some(i))
+                .unwrap_or_default()
+                .into_iter()
+                .map(line),
+        );
+    }
     let mut sides: Vec<(String, Vec<Line>)> = Vec::new();
     for (i, (number, v)) in lines.iter().enumerate() {
-        if side(v) {
+        if tree.side(i) {
             let agent = v
                 .get("agentId")
                 .and_then(Value::as_str)
@@ -168,11 +152,253 @@ fn main_line(lines: &[(usize, Value)]) -> (Vec<Line<'_>>, Vec<(String, Vec<Line<
                 Some((_, group)) => group.push((*number, v)),
                 None => sides.push((agent, vec![(*number, v)])),
             }
-        } else if on_line.contains(&i) || uuid(v).is_none() {
-            main.push((*number, v));
         }
     }
     (main, sides)
+}
+
+fn uuid(v: &Value) -> Option<&str> {
+    v.get("uuid").and_then(Value::as_str)
+}
+
+/// The uuid / parentUuid tree of a session file.
+struct Tree<'a> {
+    lines: &'a [(usize, Value)],
+    /// Each uuid's line: the last one written, as Claude Code's loader keeps.
+    by_uuid: HashMap<&'a str, usize>,
+    /// Each line's parent line, where the file holds it.
+    parents: Vec<Option<usize>>,
+    /// Whether any main-line line's parent is in the file: files with no
+    /// such link (hand-made, or older) are read in file order.
+    linked: bool,
+}
+
+impl<'a> Tree<'a> {
+    fn new(lines: &'a [(usize, Value)]) -> Tree<'a> {
+        let by_uuid: HashMap<&str, usize> = lines
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, v))| uuid(v).map(|u| (u, i)))
+            .collect();
+        let parents: Vec<Option<usize>> = lines
+            .iter()
+            .map(|(_, v)| {
+                v.get("parentUuid")
+                    .and_then(Value::as_str)
+                    .and_then(|p| by_uuid.get(p).copied())
+            })
+            .collect();
+        let mut tree = Tree {
+            lines,
+            by_uuid,
+            parents,
+            linked: false,
+        };
+        tree.linked = (0..lines.len()).any(|i| tree.parents[i].is_some() && !tree.side(i));
+        tree
+    }
+
+    fn value(&self, i: usize) -> &'a Value {
+        &self.lines[i].1
+    }
+
+    fn side(&self, i: usize) -> bool {
+        self.value(i).get("isSidechain").and_then(Value::as_bool) == Some(true)
+    }
+
+    fn kind(&self, i: usize) -> &'a str {
+        self.value(i)
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    /// A main-line line with a uuid that holds a message.
+    fn message(&self, i: usize) -> bool {
+        uuid(self.value(i)).is_some()
+            && !self.side(i)
+            && matches!(self.kind(i), "user" | "assistant" | "system")
+    }
+
+    fn line_of(&self, uuid: &str) -> Option<usize> {
+        self.by_uuid.get(uuid).copied()
+    }
+
+    /// Where the session ended: its last user or assistant line (as Claude
+    /// Code continues it), then down to the newest message under it,
+    /// through hooks' progress lines (the file may hold a line before its
+    /// parent, and a turn's closing system lines hang off its last answer).
+    fn leaf(&self) -> Option<usize> {
+        let n = self.lines.len();
+        let start = (0..n)
+            .rev()
+            .find(|&i| self.message(i) && self.kind(i) != "system")
+            .or_else(|| (0..n).rev().find(|&i| self.message(i)))?;
+        let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (i, p) in self.parents.iter().enumerate() {
+            if let Some(p) = *p {
+                let below = self.message(i) || (!self.side(i) && self.kind(i) == "progress");
+                if below {
+                    children.entry(p).or_default().push(i);
+                }
+            }
+        }
+        let (mut at, mut leaf) = (start, start);
+        let mut seen = HashSet::from([start]);
+        while let Some(&c) = children
+            .get(&at)
+            .and_then(|c| c.iter().filter(|c| !seen.contains(c)).max())
+        {
+            seen.insert(c);
+            at = c;
+            if self.message(c) {
+                leaf = c;
+            }
+        }
+        Some(leaf)
+    }
+
+    /// The line before line `i` in the conversation. Its parent; across a
+    /// compaction, its logical parent; where the file lacks the one named
+    /// (or the file names none), the newest message before it in the file.
+    /// A line with no parent that is not a compaction starts the
+    /// conversation (its first prompt, or a prompt the user rewound to):
+    /// nothing is before it.
+    fn parent_of(&self, i: usize, on_line: &HashSet<usize>) -> Option<usize> {
+        let v = self.value(i);
+        let named = |key: &str| v.get(key).and_then(Value::as_str);
+        let before = || {
+            (0..i)
+                .rev()
+                .find(|&j| self.message(j))
+                .filter(|j| !on_line.contains(j))
+        };
+        let compaction = v["subtype"] == "compact_boundary"
+            || v["isCompactSummary"] == true
+            || named("logicalParentUuid").is_some();
+        match named("parentUuid") {
+            Some(_) => self.parents[i].or_else(before),
+            None if compaction => named("logicalParentUuid")
+                .and_then(|p| self.line_of(p))
+                .or_else(before),
+            None if self.linked && v.get("parentUuid").is_some_and(Value::is_null) => None,
+            None => before(),
+        }
+    }
+
+    /// Puts back what parallel tool calls hang off lines beside the chain,
+    /// as Claude Code does: the other lines of a response the chain holds
+    /// (under their own parent, else the response's line on the chain), and
+    /// lines of results to calls on the line (under the line that asked).
+    fn recover(&self, on_line: &mut HashSet<usize>, parent: &mut HashMap<usize, usize>) {
+        let mut held = Held::default();
+        let mut on: Vec<usize> = on_line.iter().copied().collect();
+        on.sort_unstable();
+        for i in on {
+            held.add(self.value(i), i);
+        }
+        loop {
+            let mut added = false;
+            for i in 0..self.lines.len() {
+                if on_line.contains(&i) || !self.message(i) {
+                    continue;
+                }
+                let v = self.value(i);
+                let under = match (held.answered_by(v), self.kind(i)) {
+                    (Some(asker), _) => asker,
+                    (None, "assistant") => {
+                        let Some(&line) = v["message"]["id"]
+                            .as_str()
+                            .and_then(|m| held.responses.get(m))
+                        else {
+                            continue;
+                        };
+                        self.parents[i]
+                            .filter(|p| on_line.contains(p))
+                            .unwrap_or(line)
+                    }
+                    _ => continue,
+                };
+                on_line.insert(i);
+                parent.insert(i, under);
+                held.add(v, i);
+                added = true;
+            }
+            if !added {
+                break;
+            }
+        }
+    }
+}
+
+/// What the main line holds, for `Tree::recover`.
+#[derive(Default)]
+struct Held {
+    /// The line of each tool call, by id.
+    asked: HashMap<String, usize>,
+    /// The newest line of each response, by id.
+    responses: HashMap<String, usize>,
+}
+
+impl Held {
+    fn add(&mut self, v: &Value, i: usize) {
+        if v["type"] == "assistant" {
+            for block in content_blocks(&v["message"]["content"]) {
+                if let Some(id) = block["id"].as_str().filter(|_| block["type"] == "tool_use") {
+                    self.asked.entry(id.to_string()).or_insert(i);
+                }
+            }
+            if let Some(m) = v["message"]["id"].as_str() {
+                self.responses.insert(m.to_string(), i);
+            }
+        }
+    }
+
+    /// For a line of nothing but results to calls on the line, the line
+    /// that asked for its first.
+    fn answered_by(&self, v: &Value) -> Option<usize> {
+        let blocks = v["message"]["content"].as_array()?;
+        let mut askers = blocks.iter().map(|b| {
+            b["tool_use_id"]
+                .as_str()
+                .filter(|_| b["type"] == "tool_result")
+                .and_then(|id| self.asked.get(id).copied())
+        });
+        let first = askers.next()??;
+        askers.all(|a| a.is_some()).then_some(first)
+    }
+}
+
+/// The main line's lines in conversation order: each after its parent,
+/// and of lines free to come next, the first in the file (so a file
+/// written in order keeps its order).
+fn conversation_order(on_line: &HashSet<usize>, parent: &HashMap<usize, usize>) -> Vec<usize> {
+    let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut ready = BinaryHeap::new();
+    for &i in on_line {
+        match parent.get(&i) {
+            Some(&p) => children.entry(p).or_default().push(i),
+            None => ready.push(Reverse(i)),
+        }
+    }
+    let mut ordered = Vec::with_capacity(on_line.len());
+    while let Some(Reverse(i)) = ready.pop() {
+        ordered.push(i);
+        for c in children.remove(&i).unwrap_or_default() {
+            ready.push(Reverse(c));
+        }
+    }
+    ordered
+}
+
+/// A message's content as blocks: an array's items, or the one object or
+/// string it is.
+fn content_blocks(content: &Value) -> Vec<&Value> {
+    match content {
+        Value::Array(items) => items.iter().collect(),
+        Value::Null => Vec::new(),
+        other => vec![other],
+    }
 }
 
 fn read_session(
