@@ -241,6 +241,38 @@ fn result(id: &str) -> (Kind, String) {
 }
 
 #[test]
+fn a_resumed_conversation_that_wrote_its_answers_again_imports_each_once() {
+    // `claude --resume` wrote the assistant's lines again under new uuids,
+    // their message ids and tool_use ids kept, as a branch off the first
+    // prompt; the repeated call's result hangs off the original line only.
+    let name = "resumed-repeats.jsonl";
+    let dir = TempDir::new().unwrap();
+    let (out, log) = import_fixture(name, &dir);
+    let ids = tool_ids(name);
+    assert_eq!(
+        events(&log),
+        [
+            user("Why does `cargo build` fail on main?"),
+            (
+                Kind::Reasoning,
+                "The user wants the build failure. Run the build.".into()
+            ),
+            call(&ids[0]),
+            result(&ids[0]),
+            said("The linker cannot find libssl: install `libssl-dev` (or set `OPENSSL_DIR`)."),
+            user("Installed it. Build again."),
+            call(&ids[1]),
+            result(&ids[1]),
+            said("It builds now."),
+        ]
+    );
+    // One model call per response, the repeated ones not again.
+    let last: Vec<i64> = log.sessions[0].calls.iter().map(|c| c.last_seq).collect();
+    assert_eq!(last, [1, 4, 6, 8]);
+    checks_and_replays(&out, 4);
+}
+
+#[test]
 fn lines_written_before_the_line_they_answer_import_in_chain_order() {
     // Each result line was written before the tool_use line it answers; the
     // parentUuid chain has them the right way round.
@@ -317,4 +349,61 @@ fn a_rewound_session_imports_the_branch_it_ended_on() {
     );
     assert_eq!(log.sessions[0].calls.len(), 4);
     checks_and_replays(&out, 4);
+}
+
+#[test]
+fn a_claude_code_2_0_session_compacted_and_resumed_imports_whole_and_once() {
+    // 2.0.x: no slug, no sourceToolAssistantUUID (parallel results chained
+    // one after the other), a title line first; compacted, then resumed:
+    // the resume wrote what it had loaded (the boundary on) again under new
+    // uuids, as a new root.
+    let name = "v2.0-compacted-resumed.jsonl";
+    let source = lines(name);
+    assert!(source.iter().all(|l| l.get("slug").is_none()
+        && l.get("sourceToolAssistantUUID").is_none()
+        && l["type"] != "progress"));
+    let dir = TempDir::new().unwrap();
+    let (out, log) = import_fixture(name, &dir);
+    let ids = tool_ids(name);
+    let summary = source
+        .iter()
+        .find(|l| l["isCompactSummary"] == true)
+        .unwrap()["message"]["content"]
+        .as_str()
+        .unwrap();
+    let got = events(&log);
+    assert_eq!(
+        got,
+        [
+            user("The monthly totals are off by a cent. Find out why."),
+            said("I'll look at the totals code and its tests."),
+            call(&ids[0]),
+            call(&ids[1]),
+            result(&ids[0]),
+            result(&ids[1]),
+            said("The sum is of floats; summing Decimals fixes the cent."),
+            (Kind::Compaction, "Conversation compacted".into()),
+            user("Make the fix."),
+            call(&ids[2]),
+            result(&ids[2]),
+            said("Fixed: totals are summed as Decimals."),
+            user("Run the tests."),
+            call(&ids[3]),
+            result(&ids[3]),
+            said("The test passes."),
+        ]
+    );
+    let session = &log.sessions[0];
+    assert_eq!(
+        session.session.title.as_deref(),
+        Some("Ledger rounding bug fixed in totals")
+    );
+    assert_eq!(session.summaries.len(), 1);
+    assert_eq!(session.summaries[0].content, summary);
+    assert_eq!(
+        session.summaries[0].to_seq, 7,
+        "everything before the compaction"
+    );
+    assert_eq!(session.calls.len(), 6);
+    checks_and_replays(&out, 6);
 }

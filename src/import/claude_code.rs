@@ -6,9 +6,12 @@
 //! each subagent file become sessions of their own. Assistant lines are one
 //! content block each, grouped into a response by `message.id`; the last
 //! line of a response carries its final usage, which becomes a model call.
+//! A message written again (a resume does, under a new uuid) is one event.
 
 use std::cmp::Reverse;
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -84,7 +87,9 @@ type Line<'a> = (usize, &'a Value);
 /// message as the leaf, and orders the lines by that tree rather than by
 /// the file, which may hold a result before the call it answers. A branch
 /// the session left (a rewind, a resume writing its history again) is not
-/// the conversation.
+/// the conversation; a line whose content the line already holds (a resume
+/// wrote it again under a new uuid) is not taken from elsewhere, and
+/// `read_session` reads such a line as the same event.
 #[allow(clippy::type_complexity)]
 fn main_line(lines: &[(usize, Value)]) -> (Vec<Line<'_>>, Vec<(String, Vec<Line<'_>>)>) {
     let tree = Tree::new(lines);
@@ -166,6 +171,8 @@ struct Tree<'a> {
     lines: &'a [(usize, Value)],
     /// Each uuid's line: the last one written, as Claude Code's loader keeps.
     by_uuid: HashMap<&'a str, usize>,
+    /// Whether each line is the one line of its uuid that counts.
+    counts: Vec<bool>,
     /// Each line's parent line, where the file holds it.
     parents: Vec<Option<usize>>,
     /// Whether any main-line line's parent is in the file: files with no
@@ -180,6 +187,11 @@ impl<'a> Tree<'a> {
             .enumerate()
             .filter_map(|(i, (_, v))| uuid(v).map(|u| (u, i)))
             .collect();
+        let counts = lines
+            .iter()
+            .enumerate()
+            .map(|(i, (_, v))| uuid(v).is_some_and(|u| by_uuid.get(u) == Some(&i)))
+            .collect();
         let parents: Vec<Option<usize>> = lines
             .iter()
             .map(|(_, v)| {
@@ -191,6 +203,7 @@ impl<'a> Tree<'a> {
         let mut tree = Tree {
             lines,
             by_uuid,
+            counts,
             parents,
             linked: false,
         };
@@ -213,11 +226,10 @@ impl<'a> Tree<'a> {
             .unwrap_or("")
     }
 
-    /// A main-line line with a uuid that holds a message.
+    /// A main-line line that holds a message, and the one line of its uuid
+    /// that counts (a uuid written twice is one message).
     fn message(&self, i: usize) -> bool {
-        uuid(self.value(i)).is_some()
-            && !self.side(i)
-            && matches!(self.kind(i), "user" | "assistant" | "system")
+        self.counts[i] && !self.side(i) && matches!(self.kind(i), "user" | "assistant" | "system")
     }
 
     fn line_of(&self, uuid: &str) -> Option<usize> {
@@ -237,7 +249,8 @@ impl<'a> Tree<'a> {
         let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
         for (i, p) in self.parents.iter().enumerate() {
             if let Some(p) = *p {
-                let below = self.message(i) || (!self.side(i) && self.kind(i) == "progress");
+                let below = self.message(i)
+                    || (self.counts[i] && !self.side(i) && self.kind(i) == "progress");
                 if below {
                     children.entry(p).or_default().push(i);
                 }
@@ -289,7 +302,9 @@ impl<'a> Tree<'a> {
     /// Puts back what parallel tool calls hang off lines beside the chain,
     /// as Claude Code does: the other lines of a response the chain holds
     /// (under their own parent, else the response's line on the chain), and
-    /// lines of results to calls on the line (under the line that asked).
+    /// lines of results to calls on the line (under the line that asked). A
+    /// line whose every block the line already holds (the same response or
+    /// result again, on a branch a resume wrote) is not taken.
     fn recover(&self, on_line: &mut HashSet<usize>, parent: &mut HashMap<usize, usize>) {
         let mut held = Held::default();
         let mut on: Vec<usize> = on_line.iter().copied().collect();
@@ -319,6 +334,13 @@ impl<'a> Tree<'a> {
                     }
                     _ => continue,
                 };
+                let keys = sames(v);
+                let repeated = keys
+                    .iter()
+                    .all(|k| k.as_ref().is_some_and(|k| held.blocks.contains(k)));
+                if !keys.is_empty() && repeated {
+                    continue;
+                }
                 on_line.insert(i);
                 parent.insert(i, under);
                 held.add(v, i);
@@ -334,6 +356,8 @@ impl<'a> Tree<'a> {
 /// What the main line holds, for `Tree::recover`.
 #[derive(Default)]
 struct Held {
+    /// Its blocks.
+    blocks: HashSet<Same>,
     /// The line of each tool call, by id.
     asked: HashMap<String, usize>,
     /// The newest line of each response, by id.
@@ -342,6 +366,7 @@ struct Held {
 
 impl Held {
     fn add(&mut self, v: &Value, i: usize) {
+        self.blocks.extend(sames(v).into_iter().flatten());
         if v["type"] == "assistant" {
             for block in content_blocks(&v["message"]["content"]) {
                 if let Some(id) = block["id"].as_str().filter(|_| block["type"] == "tool_use") {
@@ -391,6 +416,58 @@ fn conversation_order(on_line: &HashSet<usize>, parent: &HashMap<usize, usize>) 
     ordered
 }
 
+/// What makes a message's block the same as another's, so that a block a
+/// resume wrote again (under a new uuid) is one event: a tool call by its
+/// id, a tool result by its call's id, other content by its value and its
+/// response id (a user or system line: its time). `None`: nothing to tell
+/// it by (no id, no time).
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Same {
+    Call(String),
+    Result(String),
+    Content(u64),
+}
+
+/// Each block of a line's content with what makes it the same; a system
+/// line is one block.
+fn sames(line: &Value) -> Vec<Option<Same>> {
+    let kind = line["type"].as_str().unwrap_or("");
+    let ts = line["timestamp"].as_str();
+    let by = match kind {
+        "assistant" => line["message"]["id"].as_str().or(ts),
+        _ => ts,
+    };
+    let content = |block: &Value| {
+        by.map(|by| {
+            let mut hasher = Hashed(DefaultHasher::new());
+            (kind, by).hash(&mut hasher.0);
+            // Writing to a hasher cannot fail.
+            let _ = serde_json::to_writer(&mut hasher, block);
+            Same::Content(hasher.0.finish())
+        })
+    };
+    match kind {
+        "system" => vec![content(&json!([line["subtype"], line["content"]]))],
+        "user" | "assistant" => content_blocks(&line["message"]["content"])
+            .into_iter()
+            .map(|block| {
+                let id = |key: &str| {
+                    block[key]
+                        .as_str()
+                        .filter(|id| !id.is_empty())
+                        .map(str::to_string)
+                };
+                match block["type"].as_str() {
+                    Some("tool_use") => id("id").map(Same::Call),
+                    Some("tool_result") => id("tool_use_id").map(Same::Result),
+                    _ => content(block),
+                }
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// A message's content as blocks: an array's items, or the one object or
 /// string it is.
 fn content_blocks(content: &Value) -> Vec<&Value> {
@@ -398,6 +475,19 @@ fn content_blocks(content: &Value) -> Vec<&Value> {
         Value::Array(items) => items.iter().collect(),
         Value::Null => Vec::new(),
         other => vec![other],
+    }
+}
+
+/// A hasher that serde_json writes into.
+struct Hashed(DefaultHasher);
+
+impl std::io::Write for Hashed {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.write(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -427,7 +517,26 @@ fn read_session(
     let mut calls: HashMap<String, usize> = HashMap::new();
     let mut compaction: Option<i64> = None;
     let mut micro: Vec<String> = Vec::new();
+    let mut seen: HashSet<Same> = HashSet::new();
     for &(number, line) in lines {
+        // A message written again (a resume's copy under a new uuid) is the
+        // event it repeats: of a line, only the blocks not read yet.
+        let keys = sames(line);
+        let fresh: Vec<bool> = keys
+            .iter()
+            .map(|k| k.as_ref().is_none_or(|k| !seen.contains(k)))
+            .collect();
+        if !keys.is_empty() && !fresh.contains(&true) {
+            continue;
+        }
+        seen.extend(keys.into_iter().flatten());
+        let kept;
+        let line = if fresh.contains(&false) {
+            kept = only_blocks(line, &fresh);
+            &kept
+        } else {
+            line
+        };
         let ts = line
             .get("timestamp")
             .and_then(Value::as_str)
@@ -535,6 +644,16 @@ fn read_session(
             }),
         }
     }
+}
+
+/// A copy of `line` whose message content keeps only the blocks marked.
+fn only_blocks(line: &Value, keep: &[bool]) -> Value {
+    let mut line = line.clone();
+    if let Some(blocks) = line["message"]["content"].as_array_mut() {
+        let mut marks = keep.iter();
+        blocks.retain(|_| marks.next().copied().unwrap_or(true));
+    }
+    line
 }
 
 /// The newest call records the microcompacted results as stubbed.
