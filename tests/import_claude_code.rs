@@ -407,3 +407,33 @@ fn a_claude_code_2_0_session_compacted_and_resumed_imports_whole_and_once() {
     assert_eq!(session.calls.len(), 6);
     checks_and_replays(&out, 6);
 }
+
+#[test]
+fn a_result_whose_call_is_nowhere_in_the_file_is_named_with_its_line() {
+    let ts = "2026-01-01T00:00:00Z";
+    let text = [
+        json!({"type": "user", "uuid": "u1", "parentUuid": null, "timestamp": ts, "sessionId": "cc",
+               "message": {"role": "user", "content": "go"}}),
+        json!({"type": "assistant", "uuid": "a1", "parentUuid": "u1", "timestamp": ts, "sessionId": "cc",
+               "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "ok"}]}}),
+        json!({"type": "user", "uuid": "r1", "parentUuid": "a1", "timestamp": ts, "sessionId": "cc",
+               "message": {"role": "user", "content": [
+                   {"type": "tool_result", "tool_use_id": "toolu_gone", "content": "late"}]}}),
+    ]
+    .iter()
+    .map(|l| format!("{l}\n"))
+    .collect::<String>();
+    let dir = TempDir::new().unwrap();
+    let src = dir.path().join("cc.jsonl");
+    std::fs::write(&src, text).unwrap();
+    let import = ctxlens::import::read(ctxlens::import::Format::ClaudeCode, &src).unwrap();
+    let expected = format!(
+        "{}:3: tool_result for 'toolu_gone': no tool_use in the file asks for it",
+        src.display()
+    );
+    assert!(
+        import.warnings.iter().any(|w| w.starts_with(&expected)),
+        "{:?}",
+        import.warnings
+    );
+}
