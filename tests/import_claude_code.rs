@@ -273,6 +273,50 @@ fn a_resumed_conversation_that_wrote_its_answers_again_imports_each_once() {
 }
 
 #[test]
+fn a_resume_that_hung_its_copies_elsewhere_imports_each_once_too() {
+    // The same resume with its copies hung after the old conversation's
+    // last line (a resume told where it left off), or as a root of their
+    // own (told nothing): the conversation is the same.
+    let name = "resumed-repeats.jsonl";
+    let dir = TempDir::new().unwrap();
+    let expected = events(&import_fixture(name, &dir).1);
+    let source = lines(name);
+    let first_copy = (0..source.len())
+        .find(|&i| {
+            source[i]["type"] == "assistant"
+                && source[..i]
+                    .iter()
+                    .any(|l| l["message"] == source[i]["message"])
+        })
+        .unwrap();
+    let old_end = source[first_copy - 1]["uuid"].clone();
+    for (how, parent) in [("after", old_end), ("rooted", Value::Null)] {
+        let mut copy = source.clone();
+        copy[first_copy]["parentUuid"] = parent;
+        let text: String = copy.iter().map(|l| format!("{l}\n")).collect();
+        let src = dir.path().join(format!("{how}.jsonl"));
+        std::fs::write(&src, text).unwrap();
+        let out = dir.path().join(format!("{how}.db"));
+        let run = Command::cargo_bin("ctxlens")
+            .unwrap()
+            .args(["import", "claude-code"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{how}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let log = Store::open(&out).unwrap().load().unwrap();
+        assert_eq!(events(&log), expected, "{how}");
+        checks_and_replays(&out, 4);
+    }
+}
+
+#[test]
 fn lines_written_before_the_line_they_answer_import_in_chain_order() {
     // Each result line was written before the tool_use line it answers; the
     // parentUuid chain has them the right way round.

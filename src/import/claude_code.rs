@@ -174,6 +174,15 @@ fn main_line(lines: &[(usize, Value)]) -> (Vec<Line<'_>>, Vec<(String, Vec<Line<
     (main, sides)
 }
 
+/// A user line that is not only tool results: what a person (or a hook)
+/// said.
+fn prompt(v: &Value) -> bool {
+    v["type"] == "user"
+        && !content_blocks(&v["message"]["content"])
+            .iter()
+            .all(|b| b["type"] == "tool_result")
+}
+
 fn uuid(v: &Value) -> Option<&str> {
     v.get("uuid").and_then(Value::as_str)
 }
@@ -285,10 +294,11 @@ impl<'a> Tree<'a> {
 
     /// The line before line `i` in the conversation. Its parent; across a
     /// compaction, its logical parent; where the file lacks the one named
-    /// (or the file names none), the newest message before it in the file.
-    /// A line with no parent that is not a compaction starts the
-    /// conversation (its first prompt, or a prompt the user rewound to):
-    /// nothing is before it.
+    /// (or the file has no links), the newest message before it in the
+    /// file. A prompt with no parent starts the conversation (its first
+    /// prompt, or the one the user rewound to): nothing is before it. Any
+    /// other line with no parent (a resume's copy of an answer) goes on
+    /// from the newest message before it, as a missing parent does.
     fn parent_of(&self, i: usize, on_line: &HashSet<usize>) -> Option<usize> {
         let v = self.value(i);
         let named = |key: &str| v.get(key).and_then(Value::as_str);
@@ -306,7 +316,9 @@ impl<'a> Tree<'a> {
             None if compaction => named("logicalParentUuid")
                 .and_then(|p| self.line_of(p))
                 .or_else(before),
-            None if self.linked && v.get("parentUuid").is_some_and(Value::is_null) => None,
+            None if self.linked && v.get("parentUuid").is_some_and(Value::is_null) && prompt(v) => {
+                None
+            }
             None => before(),
         }
     }
