@@ -471,13 +471,16 @@ fn a_result_whose_call_is_nowhere_in_the_file_is_named_with_its_line() {
     let src = dir.path().join("cc.jsonl");
     std::fs::write(&src, text).unwrap();
     let import = ctxlens::import::read(ctxlens::import::Format::ClaudeCode, &src).unwrap();
+    // Written, the result is kept unpaired, and the warning names its line.
+    let report = import.write(&dir.path().join("log.db")).unwrap();
     let expected = format!(
-        "{}:3: tool_result for 'toolu_gone': no tool_use in the file asks for it",
+        "{}:3: tool_result for call_id 'toolu_gone': no earlier tool_call has its call_id; kept as an unpaired result",
         src.display()
     );
+    assert_eq!(report.anomalies, 1);
     assert!(
-        import.warnings.iter().any(|w| w.starts_with(&expected)),
+        report.warnings.iter().any(|w| w.starts_with(&expected)),
         "{:?}",
-        import.warnings
+        report.warnings
     );
 }

@@ -21,7 +21,6 @@ use crate::model::{Kind, Usage};
 
 pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
     let lines = json_lines(src, import)?;
-    let asks = tool_uses(&lines);
     let (main, sides) = main_line(&lines);
     let main_id = lines
         .iter()
@@ -44,15 +43,14 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
         .map(|a| format!("{main_id}/{a}"))
         .collect();
     let meta = json!({"source": "claude-code", "file": src.display().to_string()});
-    read_session(import, src, &main_id, &main, meta, &summarizers, &asks);
+    read_session(import, src, &main_id, &main, meta, &summarizers);
     for (agent, group) in sides {
         let id = format!("{main_id}/{agent}");
         let meta = json!({"source": "claude-code", "sidechain": true, "parent_session": main_id});
-        read_session(import, src, &id, &group, meta, &[], &asks);
+        read_session(import, src, &id, &group, meta, &[]);
     }
     for file in files {
         let lines = json_lines(&file, import)?;
-        let asks = tool_uses(&lines);
         let values: Vec<Line> = lines.iter().map(|(n, v)| (*n, v)).collect();
         let agent = agent_of(&file).unwrap_or_else(|| "agent".into());
         let id = format!("{main_id}/{agent}");
@@ -66,19 +64,9 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
             meta["role"] =
                 json!("compaction summarizer: its calls are the summarizing model calls");
         }
-        read_session(import, &file, &id, &values, meta, &[], &asks);
+        read_session(import, &file, &id, &values, meta, &[]);
     }
     Ok(())
-}
-
-/// Every tool_use id a file's lines hold.
-fn tool_uses(lines: &[(usize, Value)]) -> HashSet<&str> {
-    lines
-        .iter()
-        .flat_map(|(_, v)| content_blocks(&v["message"]["content"]))
-        .filter(|b| b["type"] == "tool_use")
-        .filter_map(|b| b["id"].as_str())
-        .collect()
 }
 
 fn agent_of(file: &Path) -> Option<String> {
@@ -522,7 +510,6 @@ fn read_session(
     lines: &[Line],
     meta: Value,
     summarizers: &[String],
-    asks: &HashSet<&str>,
 ) {
     if !lines.iter().any(|(_, l)| l.get("message").is_some()) {
         return;
@@ -543,9 +530,9 @@ fn read_session(
     let mut compaction: Option<i64> = None;
     let mut micro: Vec<String> = Vec::new();
     let mut seen: HashSet<Same> = HashSet::new();
-    let mut called: HashSet<String> = HashSet::new();
-    let mut unpaired: Vec<(usize, String)> = Vec::new();
     for &(number, line) in lines {
+        // What the log's pairing notes say of this line's events names it.
+        draft.locate(format!("{}:{number}", file.display()));
         // A message written again (a resume's copy under a new uuid) is the
         // event it repeats: of a line, only the blocks not read yet.
         let keys = sames(line);
@@ -564,26 +551,6 @@ fn read_session(
         } else {
             line
         };
-        let blocks = content_blocks(&line["message"]["content"]);
-        for block in &blocks {
-            match block["type"].as_str() {
-                Some("tool_use") => {
-                    called.insert(block["id"].as_str().unwrap_or("").to_string());
-                }
-                Some("tool_result") if line["type"] == "user" => {
-                    let id = block["tool_use_id"].as_str().unwrap_or("");
-                    if !called.contains(id) {
-                        let why = if asks.contains(id) {
-                            "its tool_use is elsewhere in the file, not before it in this conversation"
-                        } else {
-                            "no tool_use in the file asks for it"
-                        };
-                        unpaired.push((number, format!("tool_result for '{id}': {why}")));
-                    }
-                }
-                _ => {}
-            }
-        }
         let ts = line
             .get("timestamp")
             .and_then(Value::as_str)
@@ -690,9 +657,6 @@ fn read_session(
                 other
             }),
         }
-    }
-    for (number, what) in unpaired {
-        import.warn(file, number, what);
     }
 }
 
