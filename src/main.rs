@@ -14,7 +14,7 @@ use ctxlens::tokens::Encoding;
 #[derive(Parser)]
 #[command(version, args_conflicts_with_subcommands = true)]
 struct Args {
-    /// Open the inspector on this log (press ? inside for the keys).
+    /// Open the inspector on this log (press h inside for the keys).
     log: Option<PathBuf>,
     /// Start at the newest call and follow the log as it grows.
     #[arg(long)]
@@ -56,7 +56,9 @@ enum Command {
         /// The session, when the call id alone is not enough.
         #[arg(long)]
         session: Option<String>,
-        /// Print the projection as JSON (docs/contract.md §5).
+        /// Print the projection as JSON: the call's budget and tokens, the context in send
+        /// order (each item's role, kind, seqs, status, tokens, text), and every event's
+        /// disposition with its reducer and reason.
         #[arg(long)]
         json: bool,
         /// Print the context as this API's request body instead (indented JSON), which
@@ -83,7 +85,8 @@ enum Command {
         /// Replay one session only.
         #[arg(long)]
         session: Option<String>,
-        /// Print JSON (docs/contract.md §5) instead of lines.
+        /// Print JSON instead of lines: per call whether it matches its audit record, the
+        /// differences, tokens (estimated and calibrated) and cache reuse; then the counts.
         #[arg(long)]
         json: bool,
     },
@@ -109,10 +112,12 @@ enum Command {
         seq: Vec<i64>,
         #[command(flatten)]
         policy: PolicyArgs,
-        /// The session (its id, or a unique prefix of it); every session when not given.
+        /// The session (its id, or a prefix of it: a main session before its subagents);
+        /// needed when the log holds several.
         #[arg(long)]
         session: Option<String>,
-        /// Print JSON (docs/contract.md §5) instead of lines.
+        /// Print JSON instead of lines: the holders, every call's state, the stretches of
+        /// forgetting, where it was first lost, and the verified fixes.
         #[arg(long)]
         json: bool,
         /// Trace the fact through the calls' audit records, what the host sent, instead
@@ -147,7 +152,8 @@ enum Command {
         /// The tokenizer for the estimate.
         #[arg(long, default_value = "o200k_base")]
         encoding: Encoding,
-        /// Print JSON (docs/contract.md §5) instead of lines.
+        /// Print JSON instead of lines: per session the counts by kind, beside the
+        /// provider's, calibration and cost.
         #[arg(long)]
         json: bool,
     },
@@ -288,7 +294,8 @@ fn near_command(path: &std::path::Path) -> Option<String> {
 /// How a command chooses its policy.
 #[derive(clap::Args)]
 struct PolicyArgs {
-    /// A policy file (TOML, docs/contract.md §3) instead of each call's recorded policy.
+    /// A policy file (TOML: `ctxlens policy --preset NAME` prints one with every key)
+    /// instead of each call's recorded policy.
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
     /// Override one policy key, e.g. --set tool_results.keep_turns=1 (repeatable).
@@ -314,6 +321,13 @@ fn main() -> ExitCode {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
     quiet_panics();
+    if let Some((typed, meant)) = misspelt_command() {
+        eprintln!(
+            "ctxlens: {}: no such file or command; did you mean `ctxlens {meant}`?",
+            ctxlens::display::escape_line(&typed)
+        );
+        return ExitCode::from(2);
+    }
     let args = Args::parse();
     // The configuration is read at start-up: a broken one stops every command
     // but the one that helps mend it.
@@ -463,16 +477,16 @@ fn main() -> ExitCode {
         {
             cli::import::open(&log, args.follow, args.policy.as_deref())
         }
-        (None, Some(log)) if !log.exists() && near_command(&log).is_some() => Err(anyhow::anyhow!(
-            "{}: no such file or command; did you mean `ctxlens {}`?",
-            log.display(),
-            near_command(&log).unwrap_or_default()
-        )),
         (None, Some(log)) => {
             let configured = ctxlens::config::get()
                 .ok()
                 .and_then(|c| c.policy.file.as_deref());
-            ctxlens::tui::run(&log, args.follow, args.policy.as_deref().or(configured))
+            ctxlens::tui::run(
+                &log,
+                &log,
+                args.follow,
+                args.policy.as_deref().or(configured),
+            )
         }
         (
             Some(Command::Import {
@@ -551,4 +565,15 @@ mod tests {
         walk(&super::Args::command(), "ctxlens", &mut missing);
         assert!(missing.is_empty(), "without a description: {missing:?}");
     }
+}
+
+/// A first argument that is no file but a command misspelt (`ctxlens chek
+/// LOG`): clap would take it for the log and complain about the next one.
+fn misspelt_command() -> Option<(String, String)> {
+    let typed = std::env::args_os().nth(1)?.into_string().ok()?;
+    if typed.starts_with('-') || std::path::Path::new(&typed).exists() {
+        return None;
+    }
+    let meant = near_command(std::path::Path::new(&typed))?;
+    Some((typed, meant))
 }

@@ -655,48 +655,86 @@ impl Log {
     /// The session `id` names (exactly, or as a unique prefix), or the only
     /// one when `id` is `None`.
     pub fn pick_session(&self, id: Option<&str>) -> Result<&SessionLog, String> {
-        match id {
-            Some(id) => {
-                if let Some(exact) = self.session(id) {
-                    return Ok(exact);
-                }
-                // A unique prefix names its session.
-                let matching: Vec<&SessionLog> = self
-                    .sessions
-                    .iter()
-                    .filter(|s| s.id().starts_with(id))
-                    .collect();
-                match matching.as_slice() {
-                    [only] => Ok(only),
-                    [] => Err(format!(
-                        "no session '{id}'; sessions: {}",
-                        self.session_list()
-                    )),
-                    many => Err(format!(
-                        "'{id}' names {} sessions: {}",
-                        many.len(),
-                        many.iter().map(|s| s.id()).collect::<Vec<_>>().join(", ")
-                    )),
-                }
-            }
-            None => match self.sessions.as_slice() {
-                [only] => Ok(only),
-                [] => Err("the log has no sessions".to_string()),
-                _ => Err(format!(
+        if let Some(exact) = id.and_then(|id| self.session(id)) {
+            return Ok(exact);
+        }
+        let matching: Vec<&SessionLog> = match id {
+            // A prefix names its session.
+            Some(id) => self
+                .sessions
+                .iter()
+                .filter(|s| s.id().starts_with(id))
+                .collect(),
+            None => self.sessions.iter().collect(),
+        };
+        // One main session and its own subagents: the main one.
+        let main: Vec<&SessionLog> = matching
+            .iter()
+            .copied()
+            .filter(|s| {
+                self.parent_of(s)
+                    .is_none_or(|p| !matching.iter().any(|m| m.id() == p))
+            })
+            .collect();
+        match (matching.as_slice(), main.as_slice()) {
+            ([only], _) | (_, [only]) => Ok(only),
+            ([], _) if id.is_some() => Err(format!(
+                "no session '{}'; sessions: {}",
+                id.unwrap_or_default(),
+                self.session_list(&self.sessions.iter().collect::<Vec<_>>())
+            )),
+            ([], _) => Err("the log has no sessions".to_string()),
+            (many, _) => Err(match id {
+                Some(id) => format!(
+                    "'{id}' names {} sessions; give more of one: {}",
+                    many.len(),
+                    self.session_list(many)
+                ),
+                None => format!(
                     "the log has {} sessions; choose one with --session: {}",
-                    self.sessions.len(),
-                    self.session_list()
-                )),
-            },
+                    many.len(),
+                    self.session_list(many)
+                ),
+            }),
         }
     }
 
-    fn session_list(&self) -> String {
-        self.sessions
+    /// The session `s` is a subagent or sidechain of: its meta's
+    /// `parent_session`, or the id before its last `/` where that is a session.
+    pub fn parent_of(&self, s: &SessionLog) -> Option<String> {
+        let meta: Option<serde_json::Value> = s
+            .session
+            .meta
+            .as_deref()
+            .and_then(|m| serde_json::from_str(m).ok());
+        if let Some(parent) = meta.as_ref().and_then(|m| m["parent_session"].as_str()) {
+            return Some(parent.to_string());
+        }
+        let (parent, _) = s.id().rsplit_once('/')?;
+        self.session(parent).map(|p| p.id().to_string())
+    }
+
+    /// Sessions as a user picks among them: id, main or subagent, calls, title.
+    fn session_list(&self, sessions: &[&SessionLog]) -> String {
+        sessions
             .iter()
-            .map(|s| s.id())
+            .map(|s| {
+                let kind = if self.parent_of(s).is_some() {
+                    "subagent"
+                } else {
+                    "main"
+                };
+                let title = s.session.title.as_deref().unwrap_or("").trim();
+                let title: String = title.chars().take(40).collect();
+                let title = if title.is_empty() {
+                    String::new()
+                } else {
+                    format!(", \"{title}\"")
+                };
+                format!("{} ({kind}, {} calls{title})", s.id(), s.calls.len())
+            })
             .collect::<Vec<_>>()
-            .join(", ")
+            .join("; ")
     }
 
     /// The session with this id, created empty when the log has not seen it.

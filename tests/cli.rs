@@ -528,7 +528,10 @@ fn a_session_is_named_by_a_unique_prefix() {
     assert!(!calls.is_empty() && calls.iter().all(|c| c["session"] == "api-review"));
     // Ambiguous or unknown: the candidates are listed, exit 2.
     for (prefix, says) in [
-        ("", "names 2 sessions: docs-fix, api-review"),
+        (
+            "",
+            "names 2 sessions; give more of one: docs-fix (main, 6 calls",
+        ),
         ("x", "no session 'x'"),
     ] {
         let out = Command::cargo_bin("ctxlens")
@@ -624,4 +627,127 @@ fn long_work_shows_no_progress_when_piped() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn a_misspelt_command_is_named_with_the_one_meant() {
+    let log = samples().join("tool-heavy.db");
+    let out = ctxlens().arg("chek").arg(&log).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("chek: no such file or command; did you mean `ctxlens check`?"),
+        "{stderr}"
+    );
+}
+
+/// A log of a main session `main-1234` with a subagent, and another main one.
+fn sessions_log(dir: &Path) -> PathBuf {
+    use ctxlens::model::{Event, Kind, ModelCall, Session};
+    let path = dir.join("sessions.db");
+    let mut w = ctxlens::log::Writer::create(&path).unwrap();
+    let mut seq = 0;
+    for (id, parent) in [
+        ("main-1234", None),
+        ("main-1234/agent-a1", Some("main-1234")),
+        ("main-9999", None),
+    ] {
+        let meta = parent.map(|p| serde_json::json!({"parent_session": p}).to_string());
+        w.add_session(&Session {
+            id: id.into(),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            title: Some(format!("work of {id}")),
+            meta,
+        })
+        .unwrap();
+        seq += 1;
+        w.append(&[Event {
+            seq,
+            session_id: id.into(),
+            turn: 0,
+            ts: "2026-01-01T00:00:01Z".into(),
+            kind: Kind::User,
+            tool_name: None,
+            call_id: None,
+            content: format!("hello from {id}").into(),
+            meta: None,
+        }])
+        .unwrap();
+        w.record_call(&ModelCall {
+            session_id: id.into(),
+            last_seq: seq,
+            ts: "2026-01-01T00:00:02Z".into(),
+            evictions: "[]".into(),
+            injections: "[]".into(),
+            ..ModelCall::default()
+        })
+        .unwrap();
+    }
+    w.finish().unwrap();
+    path
+}
+
+#[test]
+fn a_session_prefix_shared_with_subagents_names_the_main_session() {
+    let dir = TempDir::new().unwrap();
+    let log = sessions_log(dir.path());
+    let why = |session: &str| {
+        ctxlens()
+            .args(["why", "--json", "--text", "hello", "--session", session])
+            .arg(&log)
+            .output()
+            .unwrap()
+    };
+    let out = why("main-12");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(t["holders"][0]["excerpt"], "hello from main-1234");
+    // The exact id wins, a subagent's too.
+    let t: Value = serde_json::from_slice(&why("main-1234/agent-a1").stdout).unwrap();
+    assert_eq!(t["holders"][0]["excerpt"], "hello from main-1234/agent-a1");
+    // Two main sessions: the candidates, with their kind, calls and title.
+    let out = why("main-");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("'main-' names 3 sessions")
+            && stderr.contains("main-1234 (main, 1 calls, \"work of main-1234\")")
+            && stderr.contains("main-1234/agent-a1 (subagent, 1 calls"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_imported_transcript_is_imported_not_a_writer_that_stopped() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codex-compacted.jsonl");
+    let dir = TempDir::new().unwrap();
+    let log = dir.path().join("log.db");
+    let out = ctxlens()
+        .args(["import", "codex"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let out = ctxlens()
+        .args(["check", "--json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let check: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(check["sessions"][0]["state"], "imported", "{check}");
+    let out = ctxlens().arg("check").arg(&log).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("imported from") && text.contains("codex-compacted.jsonl"),
+        "{text}"
+    );
+    assert!(!text.contains("writer stopped"), "{text}");
 }

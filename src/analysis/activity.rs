@@ -1,8 +1,10 @@
 //! Whether a session is still being written. Its end is a fact the writer
 //! records (`ended_at` in the session's meta); short of that, a session is
-//! live while it was written to within the idle time, and silent after.
-//! Only in a live session is a call without its answer in flight; in an
-//! ended or silent one it is an orphan.
+//! live while it was written to within the idle time, and silent after. A
+//! session imported from a transcript is `imported`: whether its host goes
+//! on is the transcript's to say, so it is in flight only while its last
+//! event is recent. Only then is a call without its answer in flight;
+//! otherwise it is an orphan.
 
 use serde::Serialize;
 
@@ -20,6 +22,7 @@ pub enum State {
     Live,
     Silent,
     Ended,
+    Imported,
 }
 
 /// A session's activity as a reader sees it now.
@@ -33,18 +36,26 @@ pub struct Activity {
     pub last_write: Option<String>,
     /// Seconds from `last_write` to now; 0 for a time in the future.
     pub quiet_seconds: Option<i64>,
+    /// The transcript an imported session came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imported_from: Option<String>,
 }
 
 impl Activity {
     /// The activity of `session` at `now` (seconds since the epoch);
     /// `file_written` is when the log file (or its -wal) last changed.
     pub fn of(session: &SessionLog, now: i64, file_written: Option<i64>) -> Activity {
-        let ended_at = session
-            .session
-            .meta
-            .as_deref()
+        let meta = (session.session.meta.as_deref())
             .and_then(|meta| serde_json::from_str::<serde_json::Value>(meta).ok())
-            .and_then(|meta| meta.get("ended_at")?.as_str().map(str::to_string));
+            .unwrap_or_default();
+        let ended_at = meta["ended_at"].as_str().map(str::to_string);
+        // An importer names its source format; ctxlens's own writers (the
+        // recorder, the samples) write logs that are live until they end.
+        let imported = meta["source"]
+            .as_str()
+            .is_some_and(|source| !source.starts_with("ctxlens"));
+        let imported_from =
+            imported.then(|| meta["file"].as_str().unwrap_or("a transcript").to_string());
         let newest = newest_time(session).or_else(|| {
             file_written.map(|t| {
                 let time = chrono::DateTime::from_timestamp(t, 0).unwrap_or_default();
@@ -54,6 +65,7 @@ impl Activity {
         let quiet_seconds = newest.as_ref().map(|(t, _)| (now - t).max(0));
         let state = match (&ended_at, quiet_seconds) {
             (Some(_), _) => State::Ended,
+            (None, _) if imported => State::Imported,
             (None, Some(quiet)) if quiet >= IDLE_SECONDS => State::Silent,
             (None, _) => State::Live,
         };
@@ -62,18 +74,25 @@ impl Activity {
             ended_at,
             last_write: newest.map(|(_, text)| text),
             quiet_seconds,
+            imported_from,
         }
     }
 
-    /// Whether a call without its answer may still get it.
+    /// Whether a call without its answer may still get it: in a live
+    /// session, or an imported one whose transcript was written lately.
     pub fn is_live(&self) -> bool {
-        self.state == State::Live
+        match self.state {
+            State::Live => true,
+            State::Imported => self.quiet_seconds.is_some_and(|q| q < IDLE_SECONDS),
+            _ => false,
+        }
     }
 
     /// "live", "ended", "silent 12 min", or "live, quiet 3 min".
     pub fn label(&self) -> String {
         match (self.state, self.quiet_seconds) {
             (State::Ended, _) => "ended".to_string(),
+            (State::Imported, _) => "imported".to_string(),
             (State::Silent, Some(quiet)) => format!("silent {}", duration_words(quiet)),
             (State::Live, Some(quiet)) if quiet >= 60 => {
                 format!("live, quiet {}", duration_words(quiet))
@@ -100,6 +119,11 @@ impl Activity {
                 "silent since {} and never ended: its writer stopped without finishing \
                  (at most its last transaction lost); calls without their answers are orphans",
                 self.last_write.as_deref().unwrap_or("an unknown time")
+            ),
+            State::Imported => format!(
+                "imported from {}, last event {}",
+                self.imported_from.as_deref().unwrap_or("a transcript"),
+                self.last_write.as_deref().unwrap_or("at an unknown time")
             ),
         }
     }

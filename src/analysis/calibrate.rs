@@ -385,7 +385,8 @@ fn relative(predicted: f64, actual: f64) -> f64 {
     (predicted - actual).abs() / actual
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
+/// The middle of the finite values (the mean of the two middle ones for an even count).
+pub fn median(mut values: Vec<f64>) -> Option<f64> {
     values.retain(|v| v.is_finite());
     if values.is_empty() {
         return None;

@@ -104,9 +104,7 @@ pub struct Report {
 pub fn check(log: &Log) -> Vec<Problem> {
     let ended = Activity {
         state: State::Ended,
-        ended_at: None,
-        last_write: None,
-        quiet_seconds: None,
+        ..Activity::default()
     };
     check_log(log, &vec![ended; log.sessions.len()]).problems
 }

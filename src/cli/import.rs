@@ -65,7 +65,7 @@ pub fn open(src: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
     if follow && src.is_file() {
         watch(import::detect(src)?, src.to_path_buf(), cached.clone());
     }
-    crate::tui::run(&cached, follow, policy)
+    crate::tui::run(&cached, src, follow, policy)
 }
 
 /// The import of `src` in the cache, made first when it is not there (its

@@ -50,11 +50,12 @@ pub fn run(
         print_json(&report)?;
     } else {
         say!(
-            "{:>1} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7}  {:<7} {:<14} differences",
+            "{:>1} {:>6} {:>5} {:>9} {:>10} {:>9} {:>9} {:>7}  {:<7} {:<14} differences",
             "",
             "call",
             "turn",
             "tokens",
+            "calibrated",
             "reused",
             "reported",
             "error",
@@ -63,11 +64,13 @@ pub fn run(
         );
         for c in &report.calls {
             say!(
-                "{:>1} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7}  {:<7} {:<14} {}",
+                "{:>1} {:>6} {:>5} {:>9} {:>10} {:>9} {:>9} {:>7}  {:<7} {:<14} {}",
                 if c.matches_record { "" } else { "*" },
                 c.call,
                 c.turn,
                 thousands(c.total_tokens),
+                c.calibrated_tokens
+                    .map_or("-".into(), |t| format!("~{}", thousands(t))),
                 thousands(c.prefix_reused_tokens),
                 c.reported_input_tokens.map_or("-".into(), thousands),
                 c.estimate_error
@@ -95,15 +98,28 @@ pub fn run(
             );
         }
         say!(
-            "{} calls: {} match the record, {} diverge{}",
+            "{} calls: {} match the record, {} diverge",
             report.calls.len(),
             report.matching,
             report.diverging,
-            report.estimate_error.map_or(String::new(), |e| format!(
-                "; estimate against the provider's reported input: mean error {:.1}%",
-                e * 100.0
-            ))
         );
+        // The two errors differ by design: say which is which.
+        if let Some(e) = report.estimate_error {
+            let calibrated: Vec<f64> = (report.calls.iter())
+                .filter_map(|c| {
+                    let reported = c.reported_input_tokens.filter(|&r| r > 0)? as f64;
+                    Some(((c.calibrated_tokens? as f64 - reported) / reported).abs())
+                })
+                .collect();
+            say!(
+                "against the provider's reported input: ctxlens's own count (the error column) is off by {:.1}% on average{}",
+                e * 100.0,
+                crate::analysis::calibrate::median(calibrated).map_or(String::new(), |m| format!(
+                    "; calibrated (as stats reports it) by {:.1}% at the median",
+                    m * 100.0
+                ))
+            );
+        }
     }
     Ok(if report.diverging > 0 {
         Outcome::Found

@@ -33,13 +33,19 @@ const POLL: Duration = Duration::from_secs(1);
 /// Opens the inspector on `path`: a first frame at once, then the log. A log
 /// that cannot be opened is reported before the screen changes, one that
 /// cannot be read once the screen is given back; the terminal is restored
-/// on every way out.
-pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<Outcome> {
+/// on every way out. `shown` is the file the user named: the log, or the
+/// transcript whose import in the cache `path` is.
+pub fn run(
+    path: &Path,
+    shown: &Path,
+    follow: bool,
+    policy: Option<&Path>,
+) -> anyhow::Result<Outcome> {
     let mut store = Store::open(path)?;
     let load = |store: &mut Store| -> anyhow::Result<Arc<crate::model::Log>> {
         let log = store.load()?;
         if log.sessions.is_empty() {
-            anyhow::bail!("{}: the log has no sessions to inspect", path.display());
+            anyhow::bail!("{}: the log has no sessions to inspect", shown.display());
         }
         Ok(Arc::new(log))
     };
@@ -48,7 +54,7 @@ pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
         load(&mut store)?;
         anyhow::bail!(
             "the inspector needs a terminal; for text, use `ctxlens stats|check|project|replay {}`",
-            path.display()
+            shown.display()
         );
     }
     let policy_file = policy.map(read_policy).transpose()?;
@@ -56,7 +62,7 @@ pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
     crate::display::hide_progress();
     // A first frame before the log is read; the screen is given back before any error.
     let mut terminal = ratatui::try_init()?;
-    terminal.draw(|frame| render::loading(frame, &path.display().to_string()))?;
+    terminal.draw(|frame| render::loading(frame, &shown.display().to_string()))?;
     let (tx, rx) = mpsc::channel();
     let started = load(&mut store).and_then(|log| {
         let activity = crate::cli::activity(&store, &log);
@@ -102,7 +108,7 @@ pub fn run(path: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<O
             }
         }
     });
-    let mut app = App::unprojected(&path.display().to_string(), log);
+    let mut app = App::unprojected(&shown.display().to_string(), log);
     app.activity = activity;
     app.preset_policy_file(policy_file);
     app.use_worker(worker);

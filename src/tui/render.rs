@@ -279,7 +279,7 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         let colour = match activity.state {
             State::Live => Color::Green,
             State::Silent => Color::Yellow,
-            State::Ended => Color::DarkGray,
+            State::Ended | State::Imported => Color::DarkGray,
         };
         first.push(Span::styled(
             format!("({}) ", activity.label()),
