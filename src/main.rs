@@ -273,6 +273,17 @@ fn api_format() -> impl clap::builder::TypedValueParser<Value = ctxlens::import:
     })
 }
 
+/// A first argument that is no file but a command misspelt (`ctxlens chek
+/// LOG`): clap would take it for the log and complain about the next one.
+fn misspelt_command() -> Option<(String, String)> {
+    let typed = std::env::args_os().nth(1)?.into_string().ok()?;
+    if typed.starts_with('-') || std::path::Path::new(&typed).exists() {
+        return None;
+    }
+    let meant = near_command(std::path::Path::new(&typed))?;
+    Some((typed, meant))
+}
+
 /// The command a missing file's name is a slip of (`chek` for `check`):
 /// one edit away, or two for a longer name.
 fn near_command(path: &std::path::Path) -> Option<String> {
@@ -565,15 +576,4 @@ mod tests {
         walk(&super::Args::command(), "ctxlens", &mut missing);
         assert!(missing.is_empty(), "without a description: {missing:?}");
     }
-}
-
-/// A first argument that is no file but a command misspelt (`ctxlens chek
-/// LOG`): clap would take it for the log and complain about the next one.
-fn misspelt_command() -> Option<(String, String)> {
-    let typed = std::env::args_os().nth(1)?.into_string().ok()?;
-    if typed.starts_with('-') || std::path::Path::new(&typed).exists() {
-        return None;
-    }
-    let meant = near_command(std::path::Path::new(&typed))?;
-    Some((typed, meant))
 }

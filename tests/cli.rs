@@ -647,12 +647,11 @@ fn sessions_log(dir: &Path) -> PathBuf {
     use ctxlens::model::{Event, Kind, ModelCall, Session};
     let path = dir.join("sessions.db");
     let mut w = ctxlens::log::Writer::create(&path).unwrap();
-    let mut seq = 0;
-    for (id, parent) in [
+    for (seq, (id, parent)) in (1..).zip([
         ("main-1234", None),
         ("main-1234/agent-a1", Some("main-1234")),
         ("main-9999", None),
-    ] {
+    ]) {
         let meta = parent.map(|p| serde_json::json!({"parent_session": p}).to_string());
         w.add_session(&Session {
             id: id.into(),
@@ -661,7 +660,6 @@ fn sessions_log(dir: &Path) -> PathBuf {
             meta,
         })
         .unwrap();
-        seq += 1;
         w.append(&[Event {
             seq,
             session_id: id.into(),
