@@ -793,3 +793,83 @@ fn calls_chosen_while_counting_are_projected_once_the_counts_arrive() {
     let screen = text(&draw(&mut app, 120, 30, COLOR));
     assert!(screen.contains("call 44"), "{screen}");
 }
+
+#[test]
+fn every_policy_change_measures_the_strip_again_once_and_its_answer_is_taken() {
+    let mut app = sample("tool-heavy.db");
+    let (tx, jobs) = std::sync::mpsc::channel();
+    app.use_worker(tx);
+    let last = |app: &App| app.metrics.last().map(|m| m.total_tokens);
+    let file = |keep: u64| {
+        let text = format!("preset = \"pipeline\"\n[tool_results]\nkeep_turns = {keep}\n");
+        Some(("p.toml".to_string(), text))
+    };
+    // A policy file saved: one request, whose answer is the strip.
+    app.set_policy_file(file(0)).unwrap();
+    let job = jobs.try_recv().expect("a request for the new policy");
+    let generation = job.generation;
+    let zero = job.run();
+    // The same policy again (the file read again, a key set to what it is):
+    // no new request, so the one asked is still the newest and is taken.
+    app.set_policy_file(file(0)).unwrap();
+    assert!(jobs.try_recv().is_err(), "asked again for the same policy");
+    app.receive_metrics(generation, zero.clone());
+    assert_eq!(last(&app), zero.last().map(|m| m.total_tokens));
+    // `e` (an override) and then the file again: each asks, the newest wins.
+    app.set_overrides(vec!["tool_results.keep_turns=5".into()])
+        .unwrap();
+    let five = jobs.try_recv().unwrap();
+    app.set_policy_file(file(1)).unwrap();
+    let one = jobs.try_recv().unwrap();
+    let (stale, newest) = (five.generation, one.generation);
+    let one = one.run();
+    app.receive_metrics(stale, zero.clone());
+    app.receive_metrics(newest, one.clone());
+    assert_eq!(last(&app), one.last().map(|m| m.total_tokens));
+    assert_ne!(last(&app), zero.last().map(|m| m.total_tokens));
+    // What the header shows for the call is what the strip measured.
+    assert_eq!(
+        app.view.as_ref().map(|v| v.total_tokens),
+        app.metrics.get(app.call).map(|m| m.total_tokens)
+    );
+}
+
+#[test]
+fn reading_the_policy_file_is_no_change_to_it() {
+    use ctxlens::tui::live::{Msg, Tail};
+    let dir = tempfile::TempDir::new().unwrap();
+    let log = dir.path().join("log.db");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/tool-heavy.db"),
+        &log,
+    )
+    .unwrap();
+    let policy = dir.path().join("p.toml");
+    std::fs::write(&policy, "preset = \"pipeline\"\n").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _tail = Tail::start(&log, Store::open(&log).unwrap(), tx, Some(&policy)).unwrap();
+    let wal = dir.path().join("log.db-wal");
+    // Everything the watch saw so far, up to a change of the log's -wal.
+    let until_the_log_changes = |rx: &std::sync::mpsc::Receiver<Msg>| -> Vec<bool> {
+        std::fs::write(&wal, b"").unwrap();
+        let mut policy_news = Vec::new();
+        for msg in rx.iter() {
+            match msg {
+                Msg::Changed => return policy_news,
+                Msg::PolicyChanged => policy_news.push(true),
+                _ => {}
+            }
+        }
+        policy_news
+    };
+    until_the_log_changes(&rx);
+    // The inspector reads the file on each change: reads are no change (news
+    // comes in order, so any of theirs would come before the log's).
+    for _ in 0..3 {
+        std::fs::read_to_string(&policy).unwrap();
+    }
+    assert_eq!(until_the_log_changes(&rx), Vec::<bool>::new());
+    // A write is.
+    std::fs::write(&policy, "preset = \"pipeline\"\n# edited\n").unwrap();
+    assert!(!until_the_log_changes(&rx).is_empty());
+}

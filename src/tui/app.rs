@@ -359,6 +359,16 @@ impl MetricsJob {
     }
 }
 
+/// What a metrics request is for: which log (and how much of its session),
+/// session and policy.
+#[derive(Clone, Debug, PartialEq)]
+struct Asked {
+    log: usize,
+    session: usize,
+    sizes: (usize, usize, usize),
+    choice: PolicyChoice,
+}
+
 /// Screen areas from the last draw, for the mouse.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Areas {
@@ -423,6 +433,8 @@ pub struct App {
     prices: Prices,
     /// The same under each call's recorded policy, for comparing with an edit.
     pub recorded_metrics: Vec<CallReplay>,
+    /// What the metrics were last asked for.
+    asked: Option<Asked>,
     worker: Option<std::sync::mpsc::Sender<MetricsJob>>,
     generation: u64,
     choice: PolicyChoice,
@@ -480,6 +492,7 @@ impl App {
             cost: None,
             prices: crate::config::prices().unwrap_or_else(|_| Prices::shipped()),
             recorded_metrics: Vec::new(),
+            asked: None,
             worker: None,
             generation: 0,
             choice: PolicyChoice::default(),
@@ -587,6 +600,11 @@ impl App {
         })
     }
 
+    /// Every policy change comes here (a policy file saved, `e`, `E`, a fix
+    /// applied): the call shown, the strip, the header's calibrated count,
+    /// percent and cost (priced from the strip), the `D` compare (the strip
+    /// against the recorded policy's) and the why panel are all made again
+    /// for the new policy.
     fn apply_choice(&mut self, choice: PolicyChoice) -> Result<(), String> {
         if let Some(call) = self.current_call() {
             choice.for_call(call).map_err(|e| e.to_string())?;
@@ -594,6 +612,7 @@ impl App {
         self.choice = choice;
         self.select_call(self.call);
         self.measure();
+        self.trace_fact_again();
         Ok(())
     }
 
@@ -607,12 +626,27 @@ impl App {
 
     /// Replays the session's calls for the metrics strip.
     /// With a worker, the replay runs there and only the newest request's
-    /// answer is kept (`receive_metrics`); without one, it runs here.
+    /// answer is kept (`receive_metrics`); without one, it runs here. A
+    /// request for what was last asked (the same log, session and policy)
+    /// is not made again: asking again and again would keep every answer
+    /// from being the newest.
     fn measure(&mut self) {
         if self.counting {
             return;
         }
         let log = Arc::clone(&self.log);
+        // A log that grew in place is another request: its sizes say so.
+        let s = &log.sessions[self.session];
+        let asked = Asked {
+            log: Arc::as_ptr(&log) as usize,
+            session: self.session,
+            sizes: (s.events.len(), s.calls.len(), s.summaries.len()),
+            choice: self.choice.clone(),
+        };
+        if self.asked.as_ref() == Some(&asked) {
+            return;
+        }
+        self.asked = Some(asked);
         let session = log.sessions[self.session].id().to_string();
         self.generation += 1;
         if let Some(worker) = &self.worker {
@@ -696,6 +730,7 @@ impl App {
     /// Shows another version of the log (the file was replaced).
     pub fn replace_log(&mut self, log: Arc<Log>) {
         self.log = log;
+        self.asked = None;
         self.cache = ProjectionCache::default();
         self.refresh();
     }
@@ -1330,7 +1365,6 @@ impl App {
                         Ok(()) => format!("applied {}", chosen.command()),
                         Err(e) => e,
                     };
-                    self.trace_fact_again();
                 }
                 Mode::Normal
             }

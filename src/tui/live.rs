@@ -75,6 +75,11 @@ impl Tail {
         let policy_name = policy.and_then(name);
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             let Ok(event) = event else { return };
+            // Reading a file (ours too: the policy is read again on its
+            // change) is no change; answering it would never end.
+            if matches!(event.kind, notify::EventKind::Access(_)) {
+                return;
+            }
             for changed in event.paths.iter().filter_map(|p| name(p)) {
                 let msg = if changed == log_name || changed == wal_name {
                     Msg::Changed
