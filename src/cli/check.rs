@@ -49,32 +49,23 @@ pub fn run(path: &Path, as_json: bool) -> anyhow::Result<Outcome> {
                 String::new()
             }
         };
-        for p in problems {
-            let seq = p.seq.map_or("-".to_string(), |s| s.to_string());
+        // One line each: problems, then what is in flight, then results kept unpaired.
+        let line = |session: &str, seq: Option<i64>, kind: &str, message: &str| {
+            let seq = seq.map_or("-".to_string(), |s| s.to_string());
             say!(
-                "{}seq {seq:>5}  {:<18} {}",
-                tag(&p.session),
-                p.kind.as_str(),
-                escape_line(&p.message)
+                "{}seq {seq:>5}  {kind:<18} {}",
+                tag(session),
+                escape_line(message)
             );
+        };
+        for p in problems {
+            line(&p.session, p.seq, p.kind.as_str(), &p.message);
         }
         for f in &report.in_flight {
-            say!(
-                "{}seq {:>5}  {:<18} {}",
-                tag(&f.session),
-                f.seq,
-                "in_flight",
-                escape_line(&f.message)
-            );
+            line(&f.session, Some(f.seq), "in_flight", &f.message);
         }
         for u in &report.unpaired {
-            say!(
-                "{}seq {:>5}  {:<18} {}",
-                tag(&u.session),
-                u.seq,
-                "unpaired",
-                escape_line(&u.message)
-            );
+            line(&u.session, Some(u.seq), "unpaired", &u.message);
         }
         for (s, a) in log.sessions.iter().zip(&activity) {
             if a.ended_at.is_none() {
