@@ -548,7 +548,8 @@ impl Draft {
                 continue;
             }
             let id = event.call_id.as_deref().unwrap_or("").to_string();
-            let shown = crate::display::truncate_row(&id, 80).into_owned();
+            // An id as a note shows it: one line, cut.
+            let shown = |id: &str| crate::display::truncate_row(id, 80).into_owned();
             let (note, call_id, meta) = match (kind, self.pairs.calls.get(&id)) {
                 (Kind::ToolCall, Some(_)) => {
                     let renamed = (2..)
@@ -562,8 +563,9 @@ impl Draft {
                         .calls
                         .insert(id.clone(), (renamed.clone(), false));
                     let note = format!(
-                        "tool_call call_id '{shown}' was already used: kept as '{}'",
-                        crate::display::truncate_row(&renamed, 84)
+                        "tool_call call_id '{}' was already used: kept as '{}'",
+                        shown(&id),
+                        shown(&renamed)
                     );
                     (note, Some(renamed), json!({"repeated_call_id": id}))
                 }
@@ -586,7 +588,8 @@ impl Draft {
                         "no earlier tool_call has its call_id"
                     };
                     let note = format!(
-                        "tool_result for call_id '{shown}': {why}; kept as an unpaired result"
+                        "tool_result for call_id '{}': {why}; kept as an unpaired result",
+                        shown(&id)
                     );
                     (note, None, json!({"unpaired": why}))
                 }
