@@ -345,6 +345,12 @@ fn check_answers(session: &SessionLog, live: bool, found: &mut Found) -> Vec<InF
         if newest != Some(call.last_seq) {
             continue;
         }
+        // A recorder that knows how the call ended (the provider answered
+        // an error, or it was cut short) says so in its meta: it waits for
+        // nothing, and nothing is missing.
+        if call.meta.as_deref().is_some_and(ended) {
+            continue;
+        }
         if live {
             waiting.push(InFlight {
                 seq: call.last_seq,
@@ -365,6 +371,12 @@ fn check_answers(session: &SessionLog, live: bool, found: &mut Found) -> Vec<InF
         }
     }
     waiting
+}
+
+/// Whether a call's meta says it ended without a response to come.
+fn ended(meta: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(meta)
+        .is_ok_and(|m| m.get("error").is_some() || m.get("incomplete").is_some())
 }
 
 /// Times that are not RFC 3339: the session's, events', summaries' and calls'.
