@@ -519,9 +519,10 @@ fn the_summary_counts_what_is_in_the_log_and_says_what_is_not() {
     let log = dir.path().join("rec.db");
     let recorder = Recorder::start(&log, &url, &[]);
     post(&recorder.addr, "/v1/chat/completions", &[], &chat("fine"));
-    // Two calls of one id: the log refuses the second.
+    wait_for_calls(&log, 1);
+    // A call of an id used twice is kept (under a new id) and counted.
     let call = json!({"id":"dup","type":"function","function":{"name":"ls","arguments":"{}"}});
-    let refused = json!({"model":"m","messages":[
+    let twice = json!({"model":"m","messages":[
         {"role":"user","content":"twice"},
         {"role":"assistant","content":null,"tool_calls":[call]},
         {"role":"tool","tool_call_id":"dup","content":"a"},
@@ -531,17 +532,29 @@ fn the_summary_counts_what_is_in_the_log_and_says_what_is_not() {
         &recorder.addr,
         "/v1/chat/completions",
         &[],
-        refused.to_string().as_bytes(),
+        twice.to_string().as_bytes(),
     );
+    wait_for_calls(&log, 2);
+    // A log another process never lets go of: the last call cannot be written.
+    let lock = rusqlite::Connection::open(&log).unwrap();
+    lock.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    post(&recorder.addr, "/v1/chat/completions", &[], &chat("held"));
     let (status, stderr) = recorder.stop();
+    lock.execute_batch("COMMIT").unwrap();
     assert_eq!(status, Some(0));
-    assert_eq!(calls(&log).len(), 1);
+    assert_eq!(calls(&log).len(), 2);
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("'dup' was already used: kept as 'dup~2'")),
+        "{stderr:?}"
+    );
     let summary = stderr
         .iter()
         .find(|l| l.contains(" recorded to "))
         .unwrap_or_else(|| panic!("{stderr:?}"));
     assert!(
-        summary.contains(": 1 call in 1 session recorded to"),
+        summary.contains(": 2 calls in 2 sessions recorded to"),
         "{summary}"
     );
     assert!(

@@ -475,11 +475,11 @@ pub(crate) fn events_of(format: Format, request: &Value) -> Vec<Event> {
 }
 
 /// A request's messages (or input items) exactly as sent.
-pub(crate) fn messages_of(format: Format, request: &Value) -> Value {
+pub(crate) fn messages_of(format: Format, request: &Value) -> &Value {
     match request {
-        Value::Array(_) => request.clone(),
-        _ if format == Format::OpenaiResponses => request["input"].clone(),
-        _ => request["messages"].clone(),
+        Value::Array(_) => request,
+        _ if format == Format::OpenaiResponses => &request["input"],
+        _ => &request["messages"],
     }
 }
 

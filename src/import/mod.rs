@@ -313,6 +313,7 @@ impl Draft {
             done.summaries
                 .push(w.add_summary(&resolve_summary(self, summary))?);
         }
+        // Each call counted written as it is, so a retry writes none twice.
         for call in &self.calls[done.calls..] {
             let mut call = resolve_call(self, call);
             call.summary_id = call
@@ -320,8 +321,8 @@ impl Draft {
                 .and_then(|i| usize::try_from(i).ok())
                 .and_then(|i| done.summaries.get(i).copied());
             w.record_call(&call)?;
+            done.calls += 1;
         }
-        done.calls = self.calls.len();
         Ok(())
     }
 }

@@ -2,10 +2,9 @@
 //! in, read as JSON (a lone surrogate escape as U+FFFD), and a streamed
 //! Responses answer put together as far as it got.
 
-use std::collections::BTreeMap;
 use std::io::Read;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::import::repair_surrogates;
 
@@ -65,13 +64,7 @@ pub(super) fn decode(encoding: Option<&str>, bytes: &[u8]) -> Option<(Vec<u8>, O
 /// `bytes` as JSON, and whether a lone surrogate escape (half a UTF-16
 /// pair, which serde_json refuses) had to be read as U+FFFD.
 pub(super) fn json(bytes: &[u8]) -> Option<(Value, bool)> {
-    if let Ok(value) = serde_json::from_slice(bytes) {
-        return Some((value, false));
-    }
-    let repaired = repair_surrogates(std::str::from_utf8(bytes).ok()?)?;
-    serde_json::from_str(&repaired)
-        .ok()
-        .map(|value| (value, true))
+    crate::import::parse_json(bytes).ok()
 }
 
 /// `bytes` as text: bytes that are not UTF-8 as U+FFFD, and lone surrogate
@@ -80,66 +73,6 @@ pub(super) fn text(bytes: Vec<u8>) -> String {
     let text = String::from_utf8(bytes)
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     repair_surrogates(&text).unwrap_or(text)
-}
-
-/// A streamed Responses answer as the response object it makes: the one
-/// its closing event (`response.completed`, `.incomplete`, `.failed`)
-/// carries; for a stream cut short, the response `response.created` began
-/// with, its output the items done and those begun, with the text and
-/// arguments that came for them.
-pub(super) fn responses_stream(sse: &str) -> Value {
-    let events = sse
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok());
-    let mut whole = json!({});
-    let mut items: BTreeMap<u64, Value> = BTreeMap::new();
-    for mut event in events {
-        let index = event["output_index"].as_u64().unwrap_or(0);
-        let delta = event["delta"].as_str().unwrap_or("").to_string();
-        match event["type"].as_str().unwrap_or("") {
-            "response.completed" | "response.incomplete" | "response.failed"
-                if event["response"].is_object() =>
-            {
-                return event["response"].take();
-            }
-            "response.created" | "response.in_progress" if event["response"].is_object() => {
-                whole = event["response"].take();
-            }
-            "response.output_item.added" | "response.output_item.done" => {
-                items.insert(index, event["item"].take());
-            }
-            "response.output_text.delta" => {
-                let Some(content) = items
-                    .get_mut(&index)
-                    .and_then(|item| item["content"].as_array_mut())
-                else {
-                    continue;
-                };
-                let part = event["content_index"].as_u64().unwrap_or(0);
-                let part = usize::try_from(part).unwrap_or(usize::MAX);
-                // A part is begun by the delta after the last one, not further.
-                if part == content.len() {
-                    content.push(json!({"type": "output_text", "text": ""}));
-                }
-                if let Some(part) = content.get_mut(part).filter(|p| p.is_object()) {
-                    let so_far = part["text"].as_str().unwrap_or("");
-                    part["text"] = format!("{so_far}{delta}").into();
-                }
-            }
-            "response.function_call_arguments.delta" => {
-                if let Some(item) = items.get_mut(&index).filter(|i| i.is_object()) {
-                    let so_far = item["arguments"].as_str().unwrap_or("");
-                    item["arguments"] = format!("{so_far}{delta}").into();
-                }
-            }
-            _ => {}
-        }
-    }
-    if whole.is_object() {
-        whole["output"] = items.into_values().collect();
-    }
-    whole
 }
 
 #[cfg(test)]
@@ -174,33 +107,10 @@ mod tests {
         assert!(repaired);
         assert_eq!(value["a"], "x \u{fffd} y");
         assert_eq!(value["b"], "\u{1f600}");
-        assert_eq!(json(br#"{"a":1}"#), Some((json!({"a":1}), false)));
-        assert_eq!(json(b"not json"), None);
-    }
-
-    #[test]
-    fn a_cut_responses_stream_keeps_its_items_so_far() {
-        let events = [
-            json!({"type":"response.created","response":{"id":"r","model":"m","output":[]}}),
-            json!({"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","call_id":"c","name":"ls","arguments":""}}),
-            json!({"type":"response.function_call_arguments.delta","output_index":0,"delta":"{\"a\""}),
-            json!({"type":"response.output_item.done","output_index":0,"item":{"type":"function_call","call_id":"c","name":"ls","arguments":"{\"a\":1}"}}),
-            json!({"type":"response.output_item.added","output_index":1,"item":{"type":"message","role":"assistant","content":[]}}),
-            json!({"type":"response.output_text.delta","output_index":1,"content_index":0,"delta":"Hel"}),
-            json!({"type":"response.output_text.delta","output_index":1,"content_index":0,"delta":"lo"}),
-            json!({"type":"response.output_text.delta","output_index":1,"content_index":9,"delta":"far"}),
-        ];
-        let sse: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
-        let whole = responses_stream(&sse);
-        assert_eq!(whole["id"], "r");
-        assert_eq!(whole["output"][0]["arguments"], "{\"a\":1}");
         assert_eq!(
-            whole["output"][1]["content"],
-            json!([{"type":"output_text","text":"Hello"}])
+            json(br#"{"a":1}"#),
+            Some((serde_json::json!({"a":1}), false))
         );
-        // A stream that closed says the response itself.
-        let done = json!({"type":"response.completed","response":{"id":"r","output":[],"usage":{"input_tokens":1}}});
-        let whole = responses_stream(&format!("{sse}data: {done}\n\n"));
-        assert_eq!(whole["usage"]["input_tokens"], 1);
+        assert_eq!(json(b"not json"), None);
     }
 }

@@ -193,7 +193,7 @@ impl Recorder {
         let Some(mut request) = request_of(request, request_encoding.as_deref(), &at) else {
             return;
         };
-        let (mut response, mut meta) = outcome(format, answer, failed, incomplete, &at);
+        let (mut response, mut meta) = outcome(answer, failed, incomplete, &at);
         let redact = &self.settings.redact;
         redact_value(&mut request, redact);
         if let Some(response) = &mut response {
@@ -436,7 +436,6 @@ fn request_of(raw: Bytes, encoding: Option<&str>, at: &str) -> Option<Value> {
 /// upstream answered (or its not answering), and how the exchange was cut
 /// short, if it was.
 fn outcome(
-    format: Format,
     answer: Option<Answer>,
     failed: Option<String>,
     incomplete: Option<&'static str>,
@@ -452,7 +451,7 @@ fn outcome(
     if let Some(why) = incomplete {
         meta.insert("incomplete".into(), why.into());
     }
-    let response = answer.and_then(|a| response_of(format, a, at, incomplete.is_some(), &mut meta));
+    let response = answer.and_then(|a| response_of(a, at, incomplete.is_some(), &mut meta));
     (response, Value::Object(meta))
 }
 
@@ -460,7 +459,6 @@ fn outcome(
 /// as far as it got. An error status is kept in `meta`, not taken for the
 /// assistant's words.
 fn response_of(
-    format: Format,
     mut answer: Answer,
     at: &str,
     incomplete: bool,
@@ -484,11 +482,9 @@ fn response_of(
     if text.is_empty() {
         return None;
     }
+    // A stream (cut short or not) is put together as an import does.
     if answer.streamed {
-        return Some(match format {
-            Format::OpenaiResponses => body::responses_stream(&text),
-            _ => Value::String(text),
-        });
+        return Some(Value::String(text));
     }
     body::json(text.as_bytes())
         .map(|(value, _)| value)
