@@ -208,6 +208,11 @@ pub struct Usage {
     /// from the output (OpenCode does; kept in the `ctxlens_usage` table).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<i64>,
+    /// Of the cache writes, those kept for an hour rather than five minutes,
+    /// which Anthropic bills at a higher rate (its usage's
+    /// `cache_creation.ephemeral_1h_input_tokens`; kept in `ctxlens_usage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_write_1h_tokens: Option<i64>,
 }
 
 /// One entry of a call's `evictions` column: the event of `seq`, or with

@@ -871,6 +871,7 @@ impl HostState {
             cache_write_tokens: Some(input - reused as i64),
             output_tokens: Some(output),
             reasoning_tokens: None,
+            cache_write_1h_tokens: None,
         };
         call.id = io.writer.record_call(&call)?;
         let id = call.id;

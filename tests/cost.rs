@@ -78,6 +78,7 @@ fn a_billed_call_is_priced_from_its_reported_usage() {
             cache_write_tokens: Some(1_500),
             output_tokens: Some(200),
             reasoning_tokens: None,
+            cache_write_1h_tokens: None,
         },
     );
     let (calls, session) = priced(&log, CostPolicy::default());

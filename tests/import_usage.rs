@@ -44,6 +44,7 @@ fn usage(input: Option<i64>, read: Option<i64>, write: Option<i64>, output: Opti
         cache_write_tokens: write,
         output_tokens: output,
         reasoning_tokens: None,
+        cache_write_1h_tokens: None,
     }
 }
 
@@ -198,4 +199,55 @@ fn codex_openai_opencode_and_llm_usage_do_the_same() {
             && stderr.contains("negative input_tokens"),
         "{stderr}"
     );
+}
+
+#[test]
+fn anthropic_cache_writes_kept_for_an_hour_are_kept_apart() {
+    let dir = TempDir::new().unwrap();
+    let cache_creation = |w5: &str, w1: &str| {
+        format!(
+            r#""cache_creation_input_tokens":1500,"cache_read_input_tokens":100,"cache_creation":{{"ephemeral_5m_input_tokens":{w5},"ephemeral_1h_input_tokens":{w1}}}"#
+        )
+    };
+    let lines = [
+        r#"{"type":"user","uuid":"u1","parentUuid":null,"timestamp":"2026-01-01T00:00:00Z","sessionId":"s","message":{"role":"user","content":"go"}}"#.to_string(),
+        format!(
+            r#"{{"type":"assistant","uuid":"a1","parentUuid":"u1","timestamp":"2026-01-01T00:00:01Z","sessionId":"s","message":{{"id":"m1","role":"assistant","content":[{{"type":"text","text":"one"}}],"usage":{{"input_tokens":3,{},"output_tokens":3}}}}}}"#,
+            cache_creation("500", "1000")
+        ),
+        r#"{"type":"user","uuid":"u2","parentUuid":"a1","timestamp":"2026-01-01T00:00:02Z","sessionId":"s","message":{"role":"user","content":"again"}}"#.to_string(),
+        format!(
+            r#"{{"type":"assistant","uuid":"a2","parentUuid":"u2","timestamp":"2026-01-01T00:00:03Z","sessionId":"s","message":{{"id":"m2","role":"assistant","content":[{{"type":"text","text":"two"}}],"usage":{{"input_tokens":3,{},"output_tokens":3}}}}}}"#,
+            cache_creation("1500", "0")
+        ),
+        r#"{"type":"user","uuid":"u3","parentUuid":"a2","timestamp":"2026-01-01T00:00:04Z","sessionId":"s","message":{"role":"user","content":"more"}}"#.to_string(),
+        format!(
+            r#"{{"type":"assistant","uuid":"a3","parentUuid":"u3","timestamp":"2026-01-01T00:00:05Z","sessionId":"s","message":{{"id":"m3","role":"assistant","content":[{{"type":"text","text":"three"}}],"usage":{{"input_tokens":3,{},"output_tokens":3}}}}}}"#,
+            cache_creation("0", "-4")
+        ),
+    ];
+    let src = write(&dir, "s.jsonl", &(lines.join("\n") + "\n"));
+    let (log, stderr) = import("claude-code", &src);
+    let written_1h: Vec<Option<i64>> = usages(&log)
+        .iter()
+        .map(|u| u.cache_write_1h_tokens)
+        .collect();
+    assert_eq!(written_1h, [Some(1000), None, None]);
+    assert_eq!(usages(&log)[0].cache_write_tokens, Some(1500));
+    assert!(
+        stderr.contains("s.jsonl:6: ")
+            && stderr.contains("negative cache_creation.ephemeral_1h_input_tokens"),
+        "{stderr}"
+    );
+
+    // A recorded Messages API response carries the same object.
+    let recording = format!(
+        r#"[{{"request":{{"model":"claude-haiku-4-5","max_tokens":100,"messages":[{{"role":"user","content":"hi"}}]}},
+             "response":{{"id":"msg_1","type":"message","role":"assistant","model":"claude-haiku-4-5","content":[{{"type":"text","text":"hello"}}],
+                          "usage":{{"input_tokens":3,{},"output_tokens":4}}}}}}]"#,
+        cache_creation("0", "1500")
+    );
+    let src = write(&dir, "anthropic.json", &recording);
+    let (log, _) = import("anthropic", &src);
+    assert_eq!(usages(&log)[0].cache_write_1h_tokens, Some(1500));
 }

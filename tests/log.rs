@@ -98,6 +98,7 @@ fn every_row_round_trips_through_writer_and_store() {
             cache_write_tokens: Some(10),
             output_tokens: Some(7),
             reasoning_tokens: Some(3),
+            cache_write_1h_tokens: Some(6),
         },
         ..ModelCall::default()
     };
@@ -129,6 +130,57 @@ fn every_row_round_trips_through_writer_and_store() {
         (6, "stubbed")
     );
     assert_eq!(s.calls[0].parsed_injections().unwrap()[0].hook, "date");
+}
+
+#[test]
+fn a_log_whose_usage_table_lacks_the_1h_writes_loads_and_takes_them_when_appended_to() {
+    let dir = TempDir::new().unwrap();
+    let (path, mut writer) = new_log(&dir);
+    writer.append(&every_kind()).unwrap();
+    let call = |reasoning, written_1h| ModelCall {
+        session_id: "s1".into(),
+        turn: 1,
+        last_seq: 8,
+        ts: "2026-01-01T00:02:00Z".into(),
+        usage: Usage {
+            input_tokens: Some(100),
+            cache_write_tokens: Some(40),
+            output_tokens: Some(7),
+            reasoning_tokens: reasoning,
+            cache_write_1h_tokens: written_1h,
+            ..Usage::default()
+        },
+        ..ModelCall::default()
+    };
+    let first = writer.record_call(&call(Some(3), None)).unwrap();
+    drop(writer);
+    // The table as a ctxlens before the 1-hour writes made it.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP TABLE ctxlens_usage;
+         CREATE TABLE ctxlens_usage (
+             call_id          INTEGER PRIMARY KEY REFERENCES model_calls(id),
+             reasoning_tokens INTEGER);",
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO ctxlens_usage (call_id, reasoning_tokens) VALUES (?1, 3)",
+        [first],
+    )
+    .unwrap();
+    drop(conn);
+    let log = Store::open(&path).unwrap().load().unwrap();
+    assert_eq!(log.sessions[0].calls[0].usage, call(Some(3), None).usage);
+
+    let mut writer = Writer::open(&path).unwrap();
+    writer.record_call(&call(None, Some(30))).unwrap();
+    drop(writer);
+    let log = Store::open(&path).unwrap().load().unwrap();
+    let usages: Vec<Usage> = log.sessions[0].calls.iter().map(|c| c.usage).collect();
+    assert_eq!(
+        usages,
+        [call(Some(3), None).usage, call(None, Some(30)).usage]
+    );
 }
 
 #[test]

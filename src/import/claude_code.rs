@@ -732,18 +732,37 @@ fn assistant(draft: &mut Draft, message: &Value, ts: &str) {
     }
 }
 
-/// Anthropic usage: input excludes the cache, so the call's input is all three.
+/// Anthropic usage: input excludes the cache, so the call's input is all
+/// three; of the cache writes, those kept for an hour (`cache_creation`'s
+/// `ephemeral_1h_input_tokens`, billed at twice the input rate where five
+/// minutes cost 1.25 times) are kept apart.
 pub(super) fn usage_of(usage: Option<&Value>, warnings: &mut Vec<String>, at: &str) -> Usage {
     let Some(u) = usage else {
         return Usage::default();
     };
     let count = |k: &'static str| (k, u.get(k).unwrap_or(&Value::Null));
-    Counts {
+    let usage = Counts {
         input: count("input_tokens"),
         cache_read: count("cache_read_input_tokens"),
         cache_write: count("cache_creation_input_tokens"),
         output: count("output_tokens"),
         input_apart_from_cache: true,
     }
-    .usage(warnings, at)
+    .usage(warnings, at);
+    if usage.input_tokens.is_none() {
+        return usage;
+    }
+    let key = "cache_creation.ephemeral_1h_input_tokens";
+    let value = &u["cache_creation"]["ephemeral_1h_input_tokens"];
+    let written_1h = match super::token_count(value) {
+        Ok(n) => n,
+        Err(what) => {
+            warnings.push(format!("{at}: {what} {key} ({value}); taken as unknown"));
+            None
+        }
+    };
+    Usage {
+        cache_write_1h_tokens: written_1h.filter(|&n| n > 0),
+        ..usage
+    }
 }

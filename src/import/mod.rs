@@ -1274,6 +1274,7 @@ impl Counts<'_> {
             cache_write_tokens: write,
             output_tokens: output,
             reasoning_tokens: None,
+            cache_write_1h_tokens: None,
         }
     }
 }

@@ -270,11 +270,14 @@ impl Store {
             budget,
         )?;
         let mut records = read_records(&tx, self.cursor.call_id)?;
-        let reasoning = read_reasoning(&tx, self.cursor.call_id)?;
+        let extra_usage = read_usage(&tx, self.cursor.call_id)?;
         let mut metas = read_call_meta(&tx, self.cursor.call_id)?;
         for mut call in calls {
             call.record = records.remove(&call.id);
-            call.usage.reasoning_tokens = reasoning.get(&call.id).copied().flatten();
+            if let Some(&(reasoning, written_1h)) = extra_usage.get(&call.id) {
+                call.usage.reasoning_tokens = reasoning;
+                call.usage.cache_write_1h_tokens = written_1h;
+            }
             call.meta = metas.remove(&call.id);
             self.cursor.call_id = Some(call.id);
             changes.calls += 1;
@@ -605,6 +608,7 @@ fn read_call(r: &Row) -> rusqlite::Result<ModelCall> {
             cache_write_tokens: r.get(13)?,
             output_tokens: r.get(14)?,
             reasoning_tokens: None,
+            cache_write_1h_tokens: None,
         },
         record: None,
         meta: None,
@@ -620,19 +624,35 @@ fn has_table(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
     )
 }
 
-/// The reasoning tokens of the calls after `after`, from `ctxlens_usage`
-/// where an import wrote them, by call id.
-fn read_reasoning(
+/// A call's reasoning tokens and cache writes kept for an hour.
+type ExtraUsage = (Option<i64>, Option<i64>);
+
+/// What the provider reported of the calls after `after` beyond the four
+/// counts of `model_calls`, from `ctxlens_usage` where an import wrote it, by
+/// call id: reasoning tokens and the cache writes kept for an hour (a column
+/// a log an older ctxlens wrote lacks).
+fn read_usage(
     conn: &Connection,
     after: Option<i64>,
-) -> Result<std::collections::HashMap<i64, Option<i64>>, ReadError> {
+) -> Result<std::collections::HashMap<i64, ExtraUsage>, ReadError> {
     if !has_table(conn, "ctxlens_usage")? {
         return Ok(Default::default());
     }
-    let mut stmt = conn.prepare(
-        "SELECT call_id, reasoning_tokens FROM ctxlens_usage WHERE ?1 IS NULL OR call_id > ?1",
+    let has_1h: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('ctxlens_usage')
+         WHERE name = 'cache_write_1h_tokens')",
+        [],
+        |r| r.get(0),
     )?;
-    let rows = stmt.query_map([after], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let sql = if has_1h {
+        "SELECT call_id, reasoning_tokens, cache_write_1h_tokens FROM ctxlens_usage
+         WHERE ?1 IS NULL OR call_id > ?1"
+    } else {
+        "SELECT call_id, reasoning_tokens, NULL FROM ctxlens_usage
+         WHERE ?1 IS NULL OR call_id > ?1"
+    };
+    let mut stmt = conn.prepare(sql)?;
+    let rows = stmt.query_map([after], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

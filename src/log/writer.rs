@@ -351,16 +351,33 @@ impl Writer {
             )
             .map_err(&err)?;
         }
-        if let Some(reasoning) = u.reasoning_tokens {
+        if u.reasoning_tokens.is_some() || u.cache_write_1h_tokens.is_some() {
             tx.execute_batch(
                 "CREATE TABLE IF NOT EXISTS ctxlens_usage (
-                    call_id          INTEGER PRIMARY KEY REFERENCES model_calls(id),
-                    reasoning_tokens INTEGER)",
+                    call_id               INTEGER PRIMARY KEY REFERENCES model_calls(id),
+                    reasoning_tokens      INTEGER,
+                    cache_write_1h_tokens INTEGER)",
             )
             .map_err(&err)?;
+            // A log an older ctxlens wrote has the table without the column.
+            let has_1h: bool = tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM pragma_table_info('ctxlens_usage')
+                     WHERE name = 'cache_write_1h_tokens')",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(&err)?;
+            if !has_1h {
+                tx.execute_batch(
+                    "ALTER TABLE ctxlens_usage ADD COLUMN cache_write_1h_tokens INTEGER",
+                )
+                .map_err(&err)?;
+            }
             tx.execute(
-                "INSERT INTO ctxlens_usage (call_id, reasoning_tokens) VALUES (?1, ?2)",
-                params![id, reasoning],
+                "INSERT INTO ctxlens_usage (call_id, reasoning_tokens, cache_write_1h_tokens)
+                 VALUES (?1, ?2, ?3)",
+                params![id, u.reasoning_tokens, u.cache_write_1h_tokens],
             )
             .map_err(&err)?;
         }
