@@ -189,6 +189,7 @@ pub fn example() -> String {
          # input = 3.0          # input the provider had not cached\n\
          # cached_input = 0.3   # input read from its prompt cache\n\
          # cache_write = 3.75   # input written to the cache\n\
+         # cache_write_1h = 6.0 # input written to a cache kept for an hour (absent: cache_write)\n\
          # output = 15.0        # output, reasoning included\n\
          # long_context = { over = 200000, input = 2.0, output = 1.5 }  # optional\n",
     );

@@ -147,6 +147,13 @@ fn a_price_that_is_no_price_is_an_error_naming_its_key() {
             "{err}"
         );
     }
+    // The 1-hour write, optional, alike.
+    let text = "[prices.\"claude-x\"]\ninput = 1.0\ncached_input = 0.1\ncache_write = 1.25\ncache_write_1h = nan\noutput = 2.0\n";
+    let err = config::parse(text).unwrap_err();
+    assert!(
+        err.contains("prices.\"claude-x\".cache_write_1h") && err.contains("NaN"),
+        "{err}"
+    );
     let fine =
         "[prices.\"gpt-4o\"]\ninput = 1.0\ncached_input = 0.0\ncache_write = 1.25\noutput = 2.0\n";
     assert!(config::parse(fine).is_ok());
@@ -164,6 +171,21 @@ fn a_price_that_is_no_price_is_an_error_naming_its_key() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("cost.output") && stderr.contains("not a price"),
+        "{stderr}"
+    );
+    let out = Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args([
+            "project",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/sample-sessions/tool-heavy.db"),
+        ])
+        .args(["--call", "1", "--set", "cost.cache_write_1h=-2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cost.cache_write_1h") && stderr.contains("not a price"),
         "{stderr}"
     );
 }

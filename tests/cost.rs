@@ -261,3 +261,132 @@ fn stats_gives_the_cost_and_the_configuration_prices_a_model() {
         "{text}"
     );
 }
+
+#[test]
+fn anthropic_rows_price_a_write_kept_for_an_hour_at_twice_the_input() {
+    let prices = Prices::shipped();
+    for (name, rates) in &prices.models {
+        if name.starts_with("claude") {
+            assert_eq!(rates.cache_write_1h, Some(2.0 * rates.input), "{name}");
+            assert!(
+                (rates.cache_write - 1.25 * rates.input).abs() < 0.051,
+                "{name}"
+            );
+        } else {
+            assert_eq!(rates.cache_write_1h, None, "{name}");
+            assert_eq!(rates.write_1h(), rates.cache_write, "{name}");
+        }
+    }
+    let usage = Usage {
+        input_tokens: Some(10_000),
+        cache_read_tokens: Some(6_000),
+        cache_write_tokens: Some(3_000),
+        cache_write_1h_tokens: Some(2_000),
+        output_tokens: Some(100),
+        ..Usage::default()
+    };
+    let (calls, _) = priced(
+        &one_call("claude-sonnet-4-5-20250929", usage),
+        CostPolicy::default(),
+    );
+    // 1,000 fresh at 3, 6,000 read at 0.3, 1,000 written for 5 minutes at
+    // 3.75 and 2,000 for an hour at 6, 100 out at 15.
+    let expected =
+        (1_000.0 * 3.0 + 6_000.0 * 0.3 + 1_000.0 * 3.75 + 2_000.0 * 6.0 + 100.0 * 15.0) / 1e6;
+    assert!(
+        (calls[0].usd.unwrap() - expected).abs() < 1e-12,
+        "{calls:?}"
+    );
+    // [cost] sets the hour's rate; a model the table lacks writes for an hour at cache_write.
+    let policy = CostPolicy {
+        cache_write_1h: 4.0,
+        ..CostPolicy::default()
+    };
+    let (calls, _) = priced(&one_call("claude-sonnet-4-5", usage), policy);
+    let at_4 = expected - 2_000.0 * (6.0 - 4.0) / 1e6;
+    assert!((calls[0].usd.unwrap() - at_4).abs() < 1e-12, "{calls:?}");
+    let own = CostPolicy {
+        input: 1.0,
+        cached_input: 0.1,
+        cache_write: 1.25,
+        output: 5.0,
+        ..CostPolicy::default()
+    };
+    let (calls, _) = priced(&one_call("my-model", usage), own);
+    let plain = (1_000.0 * 1.0 + 6_000.0 * 0.1 + 3_000.0 * 1.25 + 100.0 * 5.0) / 1e6;
+    assert!((calls[0].usd.unwrap() - plain).abs() < 1e-12, "{calls:?}");
+}
+
+/// The fixture: a Claude Code session (claude-sonnet-4-5) with one
+/// compaction, whose summarizing call is its `acompact` subagent; every
+/// cache write but 500 tokens is a 1-hour one.
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/claude-code/cost/0c05e5e0-0000-4000-8000-000000000001.jsonl"
+);
+const MAIN: &str = "0c05e5e0-0000-4000-8000-000000000001";
+
+/// The fixture imported into `dir`: the log's path.
+fn imported(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    let log = dir.path().join("fixture.db");
+    let out = ctxlens()
+        .args(["import", "claude-code", FIXTURE, "-o"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    log
+}
+
+fn stats_json(command: &mut Command) -> serde_json::Value {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn session<'a>(stats: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    stats["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id)
+        .unwrap_or_else(|| panic!("no session {id} in {stats}"))
+}
+
+/// Dollars of one call at claude-sonnet-4-5's rates: fresh, read, written for
+/// 5 minutes, written for an hour, output.
+fn sonnet(fresh: f64, read: f64, w5: f64, w1: f64, output: f64) -> f64 {
+    (fresh * 3.0 + read * 0.3 + w5 * 3.75 + w1 * 6.0 + output * 15.0) / 1e6
+}
+
+#[test]
+fn a_claude_code_session_is_priced_with_its_hour_long_writes_at_twice_the_input() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let log = imported(&dir);
+    let stats = stats_json(ctxlens().arg("stats").arg(&log).arg("--json"));
+    let main = session(&stats, MAIN);
+    let calls: Vec<f64> = main["cost"]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["usd"].as_f64().unwrap())
+        .collect();
+    // Each call's final usage (msg A's second line has its output).
+    let expected = [
+        sonnet(3.0, 0.0, 0.0, 10_000.0, 120.0),
+        sonnet(2.0, 10_000.0, 0.0, 2_000.0, 40.0),
+        sonnet(3.0, 0.0, 500.0, 1_000.0, 30.0),
+    ];
+    assert_eq!(calls.len(), 3, "{main}");
+    for (got, want) in calls.iter().zip(expected) {
+        assert!((got - want).abs() < 1e-12, "{calls:?} {expected:?}");
+    }
+}

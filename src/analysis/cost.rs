@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::replay::CallReplay;
 use crate::engine::Counts;
-use crate::model::{ModelCall, SessionLog};
+use crate::model::{ModelCall, SessionLog, Usage};
 use crate::policy::CostPolicy;
 
 pub const PRICES_TOML: &str = include_str!("../../assets/prices.toml");
@@ -22,6 +22,10 @@ pub struct Rates {
     pub input: f64,
     pub cached_input: f64,
     pub cache_write: f64,
+    /// Input written to a cache kept for an hour (Anthropic's, at twice the
+    /// input rate); absent: `cache_write`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_1h: Option<f64>,
     pub output: f64,
     /// Over `over` input tokens the whole request costs more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,6 +42,7 @@ impl Rates {
                 ("long_context.output", l.output),
             ]
         });
+        let written_1h = self.cache_write_1h.map(|r| ("cache_write_1h", r));
         [
             ("input", self.input),
             ("cached_input", self.cached_input),
@@ -45,6 +50,7 @@ impl Rates {
             ("output", self.output),
         ]
         .into_iter()
+        .chain(written_1h)
         .chain(long.into_iter().flatten())
         .find(|&(_, value)| !crate::policy::is_price(value))
     }
@@ -58,18 +64,66 @@ pub struct LongContext {
     pub output: f64,
 }
 
+/// A call's tokens as they are billed: its input split into fresh, cache
+/// reads and cache writes (of which `written_1h` for an hour), and its output.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tokens {
+    fresh: u64,
+    read: u64,
+    written: u64,
+    written_1h: u64,
+    output: u64,
+}
+
+impl Tokens {
+    /// A reported usage's tokens; `None` without its input. Each part is
+    /// at most what the input leaves of it, whatever a log says.
+    fn billed(u: &Usage) -> Option<Tokens> {
+        let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
+        let input = u.input_tokens?.max(0) as u64;
+        let read = n(u.cache_read_tokens).min(input);
+        let written = n(u.cache_write_tokens).min(input - read);
+        Some(Tokens {
+            fresh: input - read - written,
+            read,
+            written,
+            written_1h: n(u.cache_write_1h_tokens).min(written),
+            output: n(u.output_tokens).saturating_add(n(u.reasoning_tokens)),
+        })
+    }
+
+    fn input(&self) -> u64 {
+        self.fresh + self.read + self.written
+    }
+
+    /// What a token these writes wrote cost, on average over the two caches.
+    fn write_rate(&self, rates: &Rates) -> f64 {
+        if self.written == 0 {
+            return rates.cache_write;
+        }
+        let short = (self.written - self.written_1h) as f64 * rates.cache_write;
+        (short + self.written_1h as f64 * rates.write_1h()) / self.written as f64
+    }
+}
+
 impl Rates {
-    /// Dollars for these token counts (input split into fresh, cache reads
-    /// and cache writes), at the long-context rates when `input_total` is over.
-    fn dollars(&self, input_total: u64, fresh: u64, read: u64, written: u64, output: u64) -> f64 {
+    /// The rate of a write to the cache kept for an hour.
+    pub fn write_1h(&self) -> f64 {
+        self.cache_write_1h.unwrap_or(self.cache_write)
+    }
+
+    /// Dollars for these tokens, at the long-context rates when the input is
+    /// over the line.
+    fn dollars(&self, t: Tokens) -> f64 {
         let (i, o) = match self.long_context {
-            Some(long) if input_total > long.over => (long.input, long.output),
+            Some(long) if t.input() > long.over => (long.input, long.output),
             _ => (1.0, 1.0),
         };
-        let input = fresh as f64 * self.input
-            + read as f64 * self.cached_input
-            + written as f64 * self.cache_write;
-        (input * i + output as f64 * self.output * o) / 1e6
+        let input = t.fresh as f64 * self.input
+            + t.read as f64 * self.cached_input
+            + (t.written - t.written_1h) as f64 * self.cache_write
+            + t.written_1h as f64 * self.write_1h();
+        (input * i + t.output as f64 * self.output * o) / 1e6
     }
 }
 
@@ -108,7 +162,8 @@ impl Prices {
 
     /// The rates a call is priced at: the policy's `cost.model`, else the
     /// call's own model, from the table; the policy's rates that are not 0
-    /// replace the table's (all four given price a model the table lacks).
+    /// replace the table's (all four given price a model the table lacks;
+    /// `cache_write_1h` is optional).
     pub fn for_model(&self, model: Option<&str>, policy: &CostPolicy) -> Option<(String, Rates)> {
         let model = Some(policy.model.as_str())
             .filter(|m| !m.is_empty())
@@ -128,6 +183,7 @@ impl Prices {
                     input: 0.0,
                     cached_input: 0.0,
                     cache_write: 0.0,
+                    cache_write_1h: None,
                     output: 0.0,
                     long_context: None,
                 },
@@ -143,6 +199,9 @@ impl Prices {
             if set > 0.0 {
                 *rate = set;
             }
+        }
+        if policy.cache_write_1h > 0.0 {
+            rates.cache_write_1h = Some(policy.cache_write_1h);
         }
         Some((name, rates))
     }
@@ -257,20 +316,10 @@ pub fn session(
             continue;
         };
         session_rates.get_or_insert(rates);
-        let u = call.usage;
-        let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
-        let output = n(u.output_tokens) + n(u.reasoning_tokens);
-        let (written, usd) = match u.input_tokens {
-            Some(input) => {
-                let input = input.max(0) as u64;
-                let read = n(u.cache_read_tokens).min(input);
-                let written = n(u.cache_write_tokens).min(input - read);
+        let tokens = match Tokens::billed(&call.usage) {
+            Some(tokens) => {
                 cost.source = CostSource::Billed;
-                let fresh = input - read - written;
-                (
-                    written + fresh,
-                    rates.dollars(input, fresh, read, written, output),
-                )
+                tokens
             }
             None => {
                 let sent = replay.calibrated_tokens.unwrap_or(replay.total_tokens);
@@ -280,15 +329,24 @@ pub fn session(
                 } else {
                     0
                 };
-                let written = sent - read;
-                (written, rates.dollars(sent, 0, read, written, output))
+                let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
+                let u = call.usage;
+                Tokens {
+                    read,
+                    written: sent - read,
+                    output: n(u.output_tokens).saturating_add(n(u.reasoning_tokens)),
+                    ..Tokens::default()
+                }
             }
         };
+        let usd = rates.dollars(tokens);
+        // What the call did not read from the cache.
+        let written = tokens.written + tokens.fresh;
         if replay.compacted {
             total.compaction.calls += 1;
             let rewritten = written.saturating_sub(scaled(new_tokens));
             cost.compaction_usd =
-                rewritten as f64 * (rates.cache_write - rates.cached_input).max(0.0) / 1e6;
+                rewritten as f64 * (tokens.write_rate(&rates) - rates.cached_input).max(0.0) / 1e6;
         }
         let kept_out = scaled(seen_now.saturating_sub(replay.total_tokens));
         total.compaction.kept_out_usd += kept_out as f64 * rates.cached_input / 1e6;
@@ -312,8 +370,11 @@ pub fn session(
                 continue;
             };
             let count = |key: &str| usage[key].as_u64().unwrap_or(0);
-            let input = count("input_tokens");
-            let usd = rates.dollars(input, input, 0, 0, count("output_tokens"));
+            let usd = rates.dollars(Tokens {
+                fresh: count("input_tokens"),
+                output: count("output_tokens"),
+                ..Tokens::default()
+            });
             total.compaction.summarizer_usd += usd;
             total.usd += usd;
         }

@@ -231,6 +231,8 @@ pub struct CostPolicy {
     pub input: f64,
     pub cached_input: f64,
     pub cache_write: f64,
+    /// Writes to a cache kept for an hour (0: the table's, else `cache_write`).
+    pub cache_write_1h: f64,
     pub output: f64,
 }
 
@@ -740,6 +742,7 @@ impl PolicyBuilder {
             ("cost.input", c.input),
             ("cost.cached_input", c.cached_input),
             ("cost.cache_write", c.cache_write),
+            ("cost.cache_write_1h", c.cache_write_1h),
             ("cost.output", c.output),
         ];
         if let Some((key, value)) = rates.into_iter().find(|&(_, v)| !is_price(v)) {
