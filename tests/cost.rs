@@ -317,6 +317,28 @@ fn anthropic_rows_price_a_write_kept_for_an_hour_at_twice_the_input() {
     assert!((calls[0].usd.unwrap() - plain).abs() < 1e-12, "{calls:?}");
 }
 
+#[test]
+fn a_summary_kept_with_its_call_usage_is_priced_as_billed_at_its_model() {
+    let mut b = common::LogBuilder::new();
+    b.user("hello");
+    b.say("hi");
+    b.call();
+    b.log.calls[0].model = Some("gpt-5".into());
+    b.summary(1, 1, 2, "the user said hello");
+    // As OpenCode's import keeps its summarizing call: input with the cache in it.
+    b.log.summaries[0].meta = Some(
+        serde_json::json!({"model": "claude-sonnet-4-5", "usage": {"input_tokens": 11_000,
+            "cache_read_tokens": 10_000, "cache_write_tokens": 500, "output_tokens": 200}})
+        .to_string(),
+    );
+    let (_, total) = priced(&b.log, CostPolicy::default());
+    let expected = (500.0 * 3.0 + 10_000.0 * 0.3 + 500.0 * 3.75 + 200.0 * 15.0) / 1e6;
+    assert!(
+        (total.compaction.summarizer_usd - expected).abs() < 1e-12,
+        "{total:?}"
+    );
+}
+
 /// The fixture: a Claude Code session (claude-sonnet-4-5) with one
 /// compaction, whose summarizing call is its `acompact` subagent; every
 /// cache write but 500 tokens is a 1-hour one.
@@ -389,4 +411,53 @@ fn a_claude_code_session_is_priced_with_its_hour_long_writes_at_twice_the_input(
     for (got, want) in calls.iter().zip(expected) {
         assert!((got - want).abs() < 1e-12, "{calls:?} {expected:?}");
     }
+}
+
+#[test]
+fn the_summarizer_session_is_counted_in_the_compaction_it_served_and_once_in_the_log() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let log = imported(&dir);
+    let stats = stats_json(ctxlens().arg("stats").arg(&log).arg("--json"));
+    let summarizer_id = format!("{MAIN}/acompact-1a2b3c");
+    let summarizing = sonnet(3.0, 12_000.0, 0.0, 1_000.0, 400.0);
+    let main = &session(&stats, MAIN)["cost"];
+    let k = &main["compaction"];
+    assert!(
+        (k["summarizer_usd"].as_f64().unwrap() - summarizing).abs() < 1e-12,
+        "{main}"
+    );
+    assert_eq!(k["summarizer_sessions"], serde_json::json!([summarizer_id]));
+    let calls: f64 = main["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["usd"].as_f64().unwrap())
+        .sum();
+    let usd = main["usd"].as_f64().unwrap();
+    assert!((usd - (calls + summarizing)).abs() < 1e-12, "{main}");
+    let net = k["kept_out_usd"].as_f64().unwrap()
+        - k["rewrite_usd"].as_f64().unwrap()
+        - k["summarizer_usd"].as_f64().unwrap();
+    assert!((k["net_saved_usd"].as_f64().unwrap() - net).abs() < 1e-12);
+    assert_eq!(main["counted_in"], serde_json::Value::Null);
+    // The summarizer's own line still gives its cost, and says where it counts.
+    let own = &session(&stats, &summarizer_id)["cost"];
+    assert!(
+        (own["usd"].as_f64().unwrap() - summarizing).abs() < 1e-12,
+        "{own}"
+    );
+    assert_eq!(own["counted_in"], MAIN);
+    // The log's total counts it once.
+    assert!(
+        (stats["total_usd"].as_f64().unwrap() - usd).abs() < 1e-12,
+        "{stats}"
+    );
+    let text = ctxlens().arg("stats").arg(&log).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("$0.016 in summarizing (session {summarizer_id})"))
+            && text.contains(&format!("its calls summarized for session {MAIN}"))
+            && text.contains("log: $0.101 in all"),
+        "{text}"
+    );
 }

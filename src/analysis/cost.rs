@@ -2,7 +2,8 @@
 //! `assets/prices.toml` (overridden by the policy's `[cost]` and the user's
 //! config), from the provider's reported usage where the log has it
 //! ("billed"), else from the projection ("estimated"); and what compaction
-//! cost (the cache rewritten after it, the summarizer's calls) and kept out.
+//! cost (the cache rewritten after it, the summarizer's calls, kept with its
+//! summaries or made in a session of their own) and kept out.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::replay::CallReplay;
 use crate::engine::Counts;
-use crate::model::{ModelCall, SessionLog, Usage};
+use crate::model::{Kind, Log, ModelCall, SessionLog, Usage};
 use crate::policy::CostPolicy;
 
 pub const PRICES_TOML: &str = include_str!("../../assets/prices.toml");
@@ -245,6 +246,9 @@ pub struct SessionCost {
     pub unpriced_calls: usize,
     pub unpriced_models: Vec<String>,
     pub compaction: CompactionCost,
+    /// The session whose compaction this one's calls summarized: its cost is
+    /// counted there too, and a log's total counts it there only.
+    pub counted_in: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -254,8 +258,11 @@ pub struct CompactionCost {
     /// The cache written again after a compaction, beyond the call's new
     /// events, at the cache-write rate less the cache-read rate it replaced.
     pub rewrite_usd: f64,
-    /// The host's summarizing calls (their usage kept with the summaries).
+    /// The host's summarizing calls: their usage kept with the summaries,
+    /// and the calls of the sessions that summarized for this one
+    /// (`summarizer_sessions`).
     pub summarizer_usd: f64,
+    pub summarizer_sessions: Vec<String>,
     /// Tokens of the history the calls did not send, at the cache-read rate:
     /// the least they would have cost sent.
     pub kept_out_usd: f64,
@@ -359,30 +366,108 @@ pub fn session(
         cost.usd = Some(usd);
         costs.push(cost);
     }
-    if let Some(rates) = session_rates {
-        for summary in &session.summaries {
-            let usage = summary
-                .meta
-                .as_deref()
-                .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
-                .map(|m| m["usage"].clone());
-            let Some(usage) = usage.filter(|u| u.is_object()) else {
-                continue;
-            };
-            let count = |key: &str| usage[key].as_u64().unwrap_or(0);
-            let usd = rates.dollars(Tokens {
-                fresh: count("input_tokens"),
-                output: count("output_tokens"),
-                ..Tokens::default()
-            });
-            total.compaction.summarizer_usd += usd;
-            total.usd += usd;
-        }
+    // A summarizing call kept with its summary (OpenCode's), at its own
+    // model's rates where the summary names it, else the session's.
+    let policy = session.calls.first().map(&policy_of).unwrap_or_default();
+    for summary in &session.summaries {
+        let meta = summary
+            .meta
+            .as_deref()
+            .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok());
+        let Some(meta) = meta.filter(|m| m["usage"].is_object()) else {
+            continue;
+        };
+        let rates = meta["model"]
+            .as_str()
+            .and_then(|model| prices.for_model(Some(model), &policy))
+            .map(|(_, rates)| rates)
+            .or(session_rates);
+        let Some((rates, tokens)) = rates.zip(Tokens::billed(&kept_usage(&meta["usage"]))) else {
+            continue;
+        };
+        let usd = rates.dollars(tokens);
+        total.compaction.summarizer_usd += usd;
+        total.usd += usd;
     }
     let c = &mut total.compaction;
     c.net_saved_usd = c.kept_out_usd - c.rewrite_usd - c.summarizer_usd;
     total.unpriced_models = unpriced.into_iter().collect();
     (costs, total)
+}
+
+/// A usage as a summary's meta keeps it (`Usage` as JSON); a count that is
+/// no whole number of at least 0 is unknown.
+fn kept_usage(u: &serde_json::Value) -> Usage {
+    let count = |key: &str| u[key].as_i64().filter(|n| *n >= 0);
+    Usage {
+        input_tokens: count("input_tokens"),
+        cache_read_tokens: count("cache_read_tokens"),
+        cache_write_tokens: count("cache_write_tokens"),
+        output_tokens: count("output_tokens"),
+        reasoning_tokens: count("reasoning_tokens"),
+        cache_write_1h_tokens: count("cache_write_1h_tokens"),
+    }
+}
+
+/// For each session of `log` that the calls of others summarized for, where
+/// the import says so, those others' positions in `log.sessions`, by the
+/// served session's id: Claude Code's `acompact` subagents, by their meta
+/// (`role` "compaction summarizer: ..." under their `parent_session`) or
+/// named by a compaction's `summarizer_session`.
+pub fn summarizer_sessions(log: &Log) -> BTreeMap<String, Vec<usize>> {
+    let json = |m: &str| serde_json::from_str::<serde_json::Value>(m).ok();
+    let mut named: BTreeMap<String, String> = BTreeMap::new();
+    for parent in &log.sessions {
+        let compactions = parent.events.iter().filter(|e| e.kind == Kind::Compaction);
+        for meta in compactions.filter_map(|e| e.meta.as_deref().and_then(json)) {
+            if let Some(id) = meta["summarizer_session"].as_str() {
+                named.insert(id.to_string(), parent.id().to_string());
+            }
+        }
+    }
+    let mut served: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (ix, s) in log.sessions.iter().enumerate() {
+        let meta = s.session.meta.as_deref().and_then(json);
+        let role = meta.as_ref().and_then(|m| m["role"].as_str());
+        let parent = match role {
+            Some(role) if role.starts_with("compaction summarizer") => log.parent_of(s),
+            _ => None,
+        };
+        if let Some(parent) = parent.or_else(|| named.get(s.id()).cloned())
+            && parent != s.id()
+        {
+            served.entry(parent).or_default().push(ix);
+        }
+    }
+    served
+}
+
+/// Counts in `total`, a session's cost, the calls of `summarizers`, the
+/// sessions whose calls summarized for its compactions, as the compaction's
+/// cost: each billed call at its reported usage (a call without usage is
+/// left out: a summarizer's own session prices it from its projection).
+pub fn add_summarizers(
+    total: &mut SessionCost,
+    summarizers: &[&SessionLog],
+    prices: &Prices,
+    policy_of: impl Fn(&ModelCall) -> CostPolicy,
+) {
+    for s in summarizers {
+        let mut usd = 0.0;
+        for call in &s.calls {
+            let rates = prices.for_model(call.model.as_deref(), &policy_of(call));
+            if let Some(((_, rates), tokens)) = rates.zip(Tokens::billed(&call.usage)) {
+                usd += rates.dollars(tokens);
+            }
+        }
+        total.compaction.summarizer_usd += usd;
+        total.compaction.net_saved_usd -= usd;
+        total
+            .compaction
+            .summarizer_sessions
+            .push(s.id().to_string());
+        total.usd += usd;
+    }
 }
 
 /// Dollars as people write them: cents for a dollar or more, more digits below.

@@ -1,7 +1,7 @@
 //! `ctxlens stats LOG`: what a log holds and what it costs in tokens, with
 //! ctxlens's estimates and the provider's reported usage kept apart.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use serde::Serialize;
@@ -15,6 +15,7 @@ use crate::analysis::replay::replay_session;
 use crate::analysis::{PolicyChoice, ProjectionCache};
 use crate::display::escape_line;
 use crate::model::{Kind, ModelCall, SessionLog, Text};
+use crate::policy::CostPolicy;
 use crate::say;
 use crate::tokens::{Encoding, TokenCache};
 
@@ -23,6 +24,10 @@ struct Stats {
     file: String,
     encoding: Encoding,
     sessions: Vec<SessionStats>,
+    /// The log's cost, each call once: a summarizer session's calls are in
+    /// the compaction of the session they served (its `counted_in`), not
+    /// again on their own.
+    total_usd: f64,
 }
 
 #[derive(Serialize)]
@@ -83,6 +88,7 @@ struct Reported {
 }
 
 pub fn run(path: &Path, encoding: Encoding, as_json: bool) -> anyhow::Result<Outcome> {
+    let choice = &PolicyChoice::default();
     let mut store = super::open(path)?;
     let log = store.load()?;
     let activity = super::activity(&store, &log);
@@ -90,31 +96,69 @@ pub fn run(path: &Path, encoding: Encoding, as_json: bool) -> anyhow::Result<Out
     let mut cache = TokenCache::new();
     let mut projections = ProjectionCache::default();
     let prices = crate::config::prices()?;
+    let summarizers = cost::summarizer_sessions(&log);
+    let counted_in: BTreeMap<usize, &str> = summarizers
+        .iter()
+        .flat_map(|(parent, ixs)| ixs.iter().map(move |&ix| (ix, parent.as_str())))
+        .collect();
+    // Each call's [cost], built once per distinct recorded policy. A policy
+    // the user chose that does not build (a price that is none) stops the
+    // command; a recorded one that does not is priced by the defaults.
+    let mut costs: HashMap<i64, CostPolicy> = HashMap::new();
+    for call in log.sessions.iter().flat_map(|s| &s.calls) {
+        match projections.shared_policy(choice, call) {
+            Ok(policy) => {
+                costs.insert(call.id, policy.cost.clone());
+            }
+            Err(e) if !choice.is_recorded() => {
+                anyhow::bail!("{}: {e}", path.display())
+            }
+            Err(_) => {}
+        }
+    }
+    let policy = |c: &ModelCall| costs.get(&c.id).cloned().unwrap_or_default();
     let sessions: Vec<SessionStats> = log
         .sessions
         .iter()
         .zip(activity)
-        .map(|(s, activity)| {
+        .enumerate()
+        .map(|(ix, (s, activity))| {
             let waiting = in_flight.iter().filter(|f| f.session == s.id()).cloned();
             let (calibration, calibration_reason) =
                 match calibrate::session(s, &mut projections).fit {
                     Ok(fit) => (Some(fit), None),
                     Err(reason) => (None, Some(reason)),
                 };
+            let mut cost = session_cost(s, &prices, choice, &mut projections, policy);
+            let served: Vec<&SessionLog> = summarizers
+                .get(s.id())
+                .into_iter()
+                .flatten()
+                .map(|&ix| &log.sessions[ix])
+                .collect();
+            cost::add_summarizers(&mut cost.session, &served, &prices, policy);
+            cost.session.counted_in = counted_in.get(&ix).map(|p| p.to_string());
             SessionStats {
                 activity,
                 in_flight: waiting.collect(),
                 calibration,
                 calibration_reason,
-                cost: Some(session_cost(s, &prices, &mut projections)),
+                cost: Some(cost),
                 ..session_stats(s, encoding, &mut cache)
             }
         })
         .collect();
+    let total_usd = sessions
+        .iter()
+        .filter_map(|s| s.cost.as_ref())
+        .filter(|c| c.session.counted_in.is_none())
+        .map(|c| c.session.usd)
+        .sum();
     let stats = Stats {
         file: path.display().to_string(),
         encoding,
         sessions,
+        total_usd,
     };
     if as_json {
         print_json(&stats)?;
@@ -124,21 +168,24 @@ pub fn run(path: &Path, encoding: Encoding, as_json: bool) -> anyhow::Result<Out
     Ok(Outcome::Done)
 }
 
-/// Each call's cost and the session's, under the calls' recorded policies.
-fn session_cost(s: &SessionLog, prices: &Prices, projections: &mut ProjectionCache) -> Cost {
-    let choice = PolicyChoice::default();
+/// Each call's cost and the session's, under the policy chosen (each call's
+/// recorded one by default).
+fn session_cost(
+    s: &SessionLog,
+    prices: &Prices,
+    choice: &PolicyChoice,
+    projections: &mut ProjectionCache,
+    policy: impl Fn(&ModelCall) -> CostPolicy,
+) -> Cost {
     let mut replays = Vec::new();
-    replay_session(s, &choice, projections, &mut replays);
-    let policy = |c: &ModelCall| choice.for_call(c).ok();
+    replay_session(s, choice, projections, &mut replays);
     let encoding = s
         .calls
         .first()
-        .and_then(policy)
+        .and_then(|c| projections.shared_policy(choice, c).ok())
         .map_or(Encoding::default(), |p| p.budget.encoding);
     let counts = projections.counts(s, encoding);
-    let (calls, session) = cost::session(s, &replays, &counts, prices, |c| {
-        policy(c).map(|p| p.cost).unwrap_or_default()
-    });
+    let (calls, session) = cost::session(s, &replays, &counts, prices, policy);
     Cost { session, calls }
 }
 
@@ -278,6 +325,27 @@ fn print_text(stats: &Stats) {
             print_cost(cost);
         }
     }
+    let counted_in = stats
+        .sessions
+        .iter()
+        .filter(|s| {
+            s.cost
+                .as_ref()
+                .is_some_and(|c| c.session.counted_in.is_some())
+        })
+        .count();
+    if stats.sessions.len() > 1 {
+        say!();
+        say!(
+            "log: {} in all, each call once{}",
+            dollars(stats.total_usd),
+            match counted_in {
+                0 => String::new(),
+                1 => " (a summarizer session's in the compaction it served)".into(),
+                n => format!(" ({n} summarizer sessions' in the compactions they served)"),
+            }
+        );
+    }
 }
 
 fn print_cost(cost: &Cost) {
@@ -292,6 +360,11 @@ fn print_cost(cost: &Cost) {
             "{} estimated from the projection",
             calls(c.estimated_calls)
         ));
+    }
+    match c.compaction.summarizer_sessions.len() {
+        0 => {}
+        1 => from.push("the calls of its summarizer session".into()),
+        n => from.push(format!("the calls of its {n} summarizer sessions")),
     }
     if c.unpriced_calls > 0 {
         from.push(format!(
@@ -335,10 +408,27 @@ fn print_cost(cost: &Cost) {
             dollars(top.usd.unwrap_or(0.0))
         );
     }
-    let k = &c.compaction;
-    if k.calls > 0 || k.kept_out_usd > 0.0 {
+    if let Some(parent) = &c.counted_in {
         say!(
-            "  compaction: kept {} of history out of the calls (priced as cache reads); cost {} in cache written again at {} and {} in summarizing: {} {}",
+            "    its calls summarized for session {}: counted in that compaction's cost",
+            escape_line(parent)
+        );
+    }
+    let k = &c.compaction;
+    if k.calls > 0 || k.kept_out_usd > 0.0 || k.summarizer_usd > 0.0 {
+        let by = match k.summarizer_sessions.as_slice() {
+            [] => String::new(),
+            sessions => format!(
+                " (session {})",
+                sessions
+                    .iter()
+                    .map(|s| escape_line(s))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        say!(
+            "  compaction: kept {} of history out of the calls (priced as cache reads); cost {} in cache written again at {} and {} in summarizing{by}: {} {}",
             dollars(k.kept_out_usd),
             dollars(k.rewrite_usd),
             calls(k.calls),

@@ -675,13 +675,16 @@ impl App {
             .map_or(Default::default(), |v| v.policy.budget.encoding);
         let counts = self.cache.counts(session, encoding);
         let choice = &self.choice;
-        self.cost = Some(cost::session(
-            session,
-            &self.metrics,
-            &counts,
-            &self.prices,
-            |call| choice.for_call(call).map(|p| p.cost).unwrap_or_default(),
-        ));
+        let policy = |call: &ModelCall| choice.for_call(call).map(|p| p.cost).unwrap_or_default();
+        let (calls, mut total) =
+            cost::session(session, &self.metrics, &counts, &self.prices, policy);
+        // The sessions whose calls summarized for this one's compactions.
+        let summarizers = cost::summarizer_sessions(&log);
+        let served: Vec<&SessionLog> = (summarizers.get(session.id()).into_iter().flatten())
+            .map(|&ix| &log.sessions[ix])
+            .collect();
+        cost::add_summarizers(&mut total, &served, &self.prices, policy);
+        self.cost = Some((calls, total));
     }
 
     /// Hands the replays for the metrics strip to a background worker.
