@@ -145,13 +145,20 @@ enum Command {
         #[arg(long)]
         session: Option<String>,
     },
-    /// Count the log's tokens per session and kind, beside what the provider reported.
+    /// Count the log's tokens per session and kind, beside what the provider reported,
+    /// and what the calls cost in dollars.
+    ///
+    /// Prices with the calls' recorded policies unless --policy or --set say otherwise:
+    /// the policy's [cost] sets the rates, and its projection what an unbilled call sent
+    /// and what compaction kept out.
     Stats {
         /// The log (a ctxlens SQLite log, or a transcript of a format `import` reads).
         log: PathBuf,
         /// The tokenizer for the estimate.
         #[arg(long, default_value = "o200k_base")]
         encoding: Encoding,
+        #[command(flatten)]
+        policy: PolicyArgs,
         /// Print JSON instead of lines: per session the counts by kind, beside the
         /// provider's, calibration and cost.
         #[arg(long)]
@@ -355,10 +362,12 @@ fn main() -> ExitCode {
             Some(Command::Stats {
                 log,
                 encoding,
+                policy,
                 json,
             }),
             _,
-        ) => cli::stats::run(&log, encoding, json),
+        ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
+            .and_then(|choice| cli::stats::run(&log, encoding, &choice, json)),
         (
             Some(Command::Record {
                 out,

@@ -176,10 +176,10 @@ fn a_price_that_is_no_price_is_an_error_naming_its_key() {
     let out = Command::cargo_bin("ctxlens")
         .unwrap()
         .args([
-            "project",
+            "stats",
             concat!(env!("CARGO_MANIFEST_DIR"), "/sample-sessions/tool-heavy.db"),
         ])
-        .args(["--call", "1", "--set", "cost.cache_write_1h=-2"])
+        .args(["--set", "cost.cache_write_1h=-2"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

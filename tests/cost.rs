@@ -461,3 +461,52 @@ fn the_summarizer_session_is_counted_in_the_compaction_it_served_and_once_in_the
         "{text}"
     );
 }
+
+#[test]
+fn stats_prices_with_the_policy_chosen() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let log = imported(&dir);
+    let usd = |command: &mut Command| stats_json(command)["total_usd"].as_f64().unwrap();
+    let recorded = usd(ctxlens().arg("stats").arg(&log).arg("--json"));
+    // Every write at the 5-minute rate, as a file's [cost] says.
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "[cost]\ncache_write_1h = 3.75\n").unwrap();
+    let as_5m = usd(ctxlens()
+        .arg("stats")
+        .arg(&log)
+        .arg("--json")
+        .arg("--policy")
+        .arg(&policy));
+    let hour_writes = 10_000.0 + 2_000.0 + 1_000.0 + 1_000.0;
+    let less = hour_writes * (6.0 - 3.75) / 1e6;
+    assert!(
+        (recorded - as_5m - less).abs() < 1e-12,
+        "{recorded} {as_5m}"
+    );
+    // --set alike, over the file.
+    let set = usd(ctxlens()
+        .arg("stats")
+        .arg(&log)
+        .arg("--json")
+        .arg("--policy")
+        .arg(&policy)
+        .args(["--set", "cost.output=30"]));
+    let output = 120.0 + 40.0 + 30.0 + 400.0;
+    assert!(
+        (set - as_5m - output * 15.0 / 1e6).abs() < 1e-12,
+        "{set} {as_5m}"
+    );
+    // The configuration's default policy file, without --policy.
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[policy]\nfile = {:?}\n", policy.display().to_string()),
+    )
+    .unwrap();
+    let configured = usd(ctxlens()
+        .env("CTXLENS_CONFIG", &config)
+        .arg("stats")
+        .arg(&log)
+        .arg("--json"));
+    assert!((configured - as_5m).abs() < 1e-12, "{configured} {as_5m}");
+}

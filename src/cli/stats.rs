@@ -87,8 +87,12 @@ struct Reported {
     compaction_output_tokens: i64,
 }
 
-pub fn run(path: &Path, encoding: Encoding, as_json: bool) -> anyhow::Result<Outcome> {
-    let choice = &PolicyChoice::default();
+pub fn run(
+    path: &Path,
+    encoding: Encoding,
+    choice: &PolicyChoice,
+    as_json: bool,
+) -> anyhow::Result<Outcome> {
     let mut store = super::open(path)?;
     let log = store.load()?;
     let activity = super::activity(&store, &log);
