@@ -510,3 +510,100 @@ fn stats_prices_with_the_policy_chosen() {
         .arg("--json"));
     assert!((configured - as_5m).abs() < 1e-12, "{configured} {as_5m}");
 }
+
+/// Dollars of a Claude Code JSONL worked out from its lines alone: each
+/// response's final usage (the last line of its `message.id`) at the shipped
+/// rates of its model, 1-hour writes at twice the input rate.
+fn by_hand(file: &std::path::Path) -> f64 {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut last: std::collections::HashMap<String, serde_json::Value> = Default::default();
+    for line in text.lines() {
+        let Ok(line) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let message = &line["message"];
+        if let (Some(id), true) = (message["id"].as_str(), message["usage"].is_object()) {
+            last.insert(id.to_string(), message.clone());
+        }
+    }
+    let prices = Prices::shipped();
+    let mut usd = 0.0;
+    for message in last.values() {
+        let model = message["model"].as_str().unwrap();
+        // The row of its name, or of its name without a date (-20250929).
+        let undated = match model.rsplit_once('-') {
+            Some((name, date)) if date.len() == 8 => name,
+            _ => model,
+        };
+        let rates = prices.models[undated];
+        let u = &message["usage"];
+        let n = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
+        let written = n(&u["cache_creation_input_tokens"]);
+        let hour = n(&u["cache_creation"]["ephemeral_1h_input_tokens"]);
+        usd += (n(&u["input_tokens"]) * rates.input
+            + n(&u["cache_read_input_tokens"]) * rates.cached_input
+            + (written - hour) * rates.cache_write
+            + hour * 2.0 * rates.input
+            + n(&u["output_tokens"]) * rates.output)
+            / 1e6;
+    }
+    usd
+}
+
+#[test]
+fn real_claude_code_sessions_cost_what_their_usage_gives_by_hand() {
+    let spotter = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/claude-code/spotter"
+    ));
+    if !spotter.exists() {
+        eprintln!("skipped: {} is absent", spotter.display());
+        return;
+    }
+    let dir = tempfile::TempDir::new().unwrap();
+    let main = "4d5611e5-241a-462a-8d15-5122611a9569";
+    // The big session with a compaction, and its summarizing subagent; then
+    // three small ones whose every cache write is a 1-hour one.
+    let sessions = [
+        (
+            main,
+            vec![
+                spotter.join(format!("{main}.jsonl")),
+                spotter.join(format!("{main}/subagents/agent-acompact-e1f845.jsonl")),
+            ],
+        ),
+        ("subagent", vec![spotter.join("subagent.jsonl")]),
+        ("tool_heavy", vec![spotter.join("tool_heavy.jsonl")]),
+        ("short", vec![spotter.join("short.jsonl")]),
+    ];
+    for (name, files) in sessions {
+        let hand: f64 = files.iter().map(|f| by_hand(f)).sum();
+        let log = dir.path().join(format!("{name}.db"));
+        let out = ctxlens()
+            .args(["import", "claude-code"])
+            .arg(&files[0])
+            .arg("-o")
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stats = stats_json(ctxlens().arg("stats").arg(&log).arg("--json"));
+        let usd = stats["total_usd"].as_f64().unwrap();
+        assert!(
+            (usd - hand).abs() <= hand * 0.01,
+            "{name}: stats says ${usd:.4}, its lines give ${hand:.4}"
+        );
+        if name == main {
+            // The summarizer's share is in the main session's compaction.
+            let summarizing = by_hand(&files[1]);
+            let k = &session(&stats, main)["cost"]["compaction"];
+            let counted = k["summarizer_usd"].as_f64().unwrap();
+            assert!((counted - summarizing).abs() <= summarizing * 0.01, "{k}");
+            assert!((session(&stats, main)["cost"]["usd"].as_f64().unwrap() - usd).abs() < 1e-9);
+        }
+    }
+}
