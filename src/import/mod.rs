@@ -1062,7 +1062,7 @@ pub(crate) fn sql_rows(
             for (i, name) in names.iter().enumerate() {
                 let value = match r.get::<_, Sql>(i)? {
                     Sql::Text(t) if name == "data" => {
-                        serde_json::from_str(&t).unwrap_or(Value::String(t))
+                        parse_json(t.as_bytes()).map_or(Value::String(t), |(v, _)| v)
                     }
                     Sql::Text(t) => Value::String(t),
                     Sql::Integer(n) => json!(n),

@@ -78,7 +78,8 @@ fn is_sqlite(path: &Path) -> bool {
 /// The session of an `opencode export` file.
 fn from_export(path: &Path) -> anyhow::Result<Stored> {
     let text = super::read_source(path)?;
-    let value: Value = serde_json::from_slice(super::without_bom(&text))
+    // A lone surrogate escape reads as U+FFFD, as in every importer.
+    let (value, _) = super::parse_json(super::without_bom(&text))
         .with_context(|| format!("{}: not valid JSON", path.display()))?;
     if !is_export(&value) {
         anyhow::bail!(
@@ -173,7 +174,9 @@ impl Folder {
                 match super::read_source(&file)
                     .map_err(|e| format!("{e:#}"))
                     .and_then(|b| {
-                        serde_json::from_slice(super::without_bom(&b)).map_err(|e| e.to_string())
+                        super::parse_json(super::without_bom(&b))
+                            .map(|(value, _)| value)
+                            .map_err(|e| e.to_string())
                     }) {
                     Ok(value) => out.push((file, value)),
                     Err(e) => import.warn(&file, 1, format!("not readable JSON ({e}); skipped")),
