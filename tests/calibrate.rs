@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 use ctxlens::analysis::calibrate::{self, Point, SessionFit, Source};
 use ctxlens::analysis::{PolicyChoice, ProjectionCache, each_call};
 use ctxlens::engine::Projected;
-use ctxlens::model::SessionLog;
+use ctxlens::model::{Kind, SessionLog};
 
 /// Calls with estimates growing by `step` from `start`, reported as
 /// `prefix + ratio × estimate`; the call ids from `first`.
@@ -70,16 +70,28 @@ fn a_compaction_starts_a_segment_with_its_own_prefix() {
 }
 
 #[test]
-fn a_segment_carries_the_line_before_until_it_has_calls_of_its_own() {
+fn a_segment_fits_its_prefix_from_its_first_call_and_carries_the_line_before_until_then() {
     let mut points = calls(1, 20, 1_000.0, 900.0, 20_000.0, 1.3);
     let mut after = calls(21, 2, 5_000.0, 600.0, 27_000.0, 1.3);
     after[0].starts_segment = true;
     points.extend(after);
+    // A third segment whose calls report nothing.
+    let mut silent = calls(23, 3, 3_000.0, 600.0, 31_000.0, 1.3);
+    silent[0].starts_segment = true;
+    for p in &mut silent {
+        p.reported = None;
+    }
+    points.extend(silent);
     let fit = calibrate::fit(&points).unwrap();
+    assert_eq!(fit.segments.len(), 3);
+    // The compaction stepped the prefix: two calls are enough to see by how
+    // much, under the ratio the session pools.
     assert!(
-        close(fit.segments[1].unseen_prefix, 20_000.0, 1.0),
+        close(fit.segments[1].unseen_prefix, 27_000.0, 1.0),
         "{fit:?}"
     );
+    assert!(close(fit.segments[1].token_ratio, 1.3, 1e-6), "{fit:?}");
+    assert_eq!(fit.segments[2].unseen_prefix, fit.segments[1].unseen_prefix);
 }
 
 #[test]
@@ -164,13 +176,218 @@ fn too_little_usage_or_none_that_follows_the_estimates_is_said() {
     assert!(calibrate::fit(&points).is_err());
 }
 
+/// A number in [-1, 1) that only `i` decides: the noise of a made-up report.
+fn noise(i: usize) -> f64 {
+    let mut x = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 29;
+    (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+}
+
+/// A session of 80 calls: `60 - after` before a compaction, `after` with
+/// usage after it, and 20 whose usage is removed (the last quarter). The true
+/// ratio is 1.35 before the compaction and `ratio_after` after it; the unseen
+/// prefix steps there from 22,000 to 30,000 (the host re-injects files and
+/// instructions). Reports are off by up to 1%, except that the first `lean`
+/// calls after the compaction, a few hundred tokens apart as the first calls
+/// after a real compaction are, lie on a slope of 1.8 through the first of
+/// them. The points, and the removed figures by position.
+fn compacted(after: usize, lean: usize, ratio_after: f64) -> (Vec<Point>, Vec<(usize, f64)>) {
+    const HIDDEN: usize = 20;
+    let before = 60 - after;
+    let mut points = Vec::new();
+    for i in 0..before {
+        let estimate = 1_000.0 + 1_700.0 * i as f64 + (i % 3) as f64 * 37.0;
+        points.push((estimate, 22_000.0, 1.35, false));
+    }
+    let mut estimate = 4_000.0;
+    for j in 0..after + HIDDEN {
+        if j > 0 {
+            estimate += if j < lean { 450.0 } else { 2_400.0 } + (j % 4) as f64 * 53.0;
+        }
+        points.push((estimate, 30_000.0, ratio_after, j == 0));
+    }
+    let mut removed = Vec::new();
+    let points = points
+        .into_iter()
+        .enumerate()
+        .map(|(i, (estimate, prefix, ratio, starts_segment))| {
+            let first_after = before;
+            let reported = if (first_after..first_after + lean).contains(&i) {
+                let x0 = 4_000.0;
+                prefix + ratio * x0 + 1.8 * (estimate - x0)
+            } else {
+                (prefix + ratio * estimate) * (1.0 + 0.01 * noise(i))
+            };
+            if i >= 60 {
+                removed.push((i, reported));
+            }
+            Point {
+                call: i as i64 + 1,
+                estimate,
+                reported: (i < 60).then_some(reported),
+                starts_segment,
+            }
+        })
+        .collect();
+    (points, removed)
+}
+
+/// The largest relative error of the fitted counts of the removed calls.
+fn worst_error(points: &[Point], removed: &[(usize, f64)]) -> f64 {
+    let session = SessionFit {
+        fit: calibrate::fit(points),
+        points: points.to_vec(),
+    };
+    removed
+        .iter()
+        .map(|&(i, reported)| {
+            let (tokens, source) = session
+                .count(points[i].call, points[i].estimate as u64, true)
+                .unwrap();
+            assert_eq!(source, Source::Fit);
+            (tokens as f64 - reported).abs() / reported
+        })
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn the_first_calls_after_a_compaction_do_not_set_its_ratio() {
+    // Two to five calls with usage after the compaction, all leaning on 1.8:
+    // a handful of calls a few hundred tokens apart cannot tell a ratio from
+    // noise, so the segment takes the pooled one and only its prefix is its own.
+    for after in [2, 3, 4, 5] {
+        let (points, removed) = compacted(after, after, 1.35);
+        let fit = calibrate::fit(&points).unwrap();
+        assert!(close(fit.segments[1].token_ratio, 1.35, 0.02), "{fit:?}");
+        let worst = worst_error(&points, &removed);
+        assert!(
+            worst <= 0.05,
+            "{after} calls after: {worst:.3} off, {fit:?}"
+        );
+    }
+}
+
+#[test]
+fn a_segment_whose_ratio_really_differs_keeps_its_own() {
+    // 30 calls with usage after the compaction, truly at 1.8: their later
+    // calls bear out their own ratio, the pooled one misses them.
+    let (points, removed) = compacted(30, 0, 1.8);
+    let fit = calibrate::fit(&points).unwrap();
+    assert!(close(fit.segments[0].token_ratio, 1.35, 0.02), "{fit:?}");
+    assert!(close(fit.segments[1].token_ratio, 1.8, 0.02), "{fit:?}");
+    let worst = worst_error(&points, &removed);
+    assert!(worst <= 0.05, "{worst:.3} off, {fit:?}");
+}
+
+/// About `chars` characters of prose-like words.
+fn words(chars: usize) -> String {
+    let mut text = String::new();
+    for i in 0.. {
+        if text.len() >= chars {
+            break;
+        }
+        text.push_str(["the ", "parser ", "reads ", "each ", "line ", "and "][i % 6]);
+        text.push_str(&format!("{} ", i * 7919 % 1000));
+    }
+    text
+}
+
+/// Each call's estimate as the fit makes it (its recorded policy, here the
+/// defaults).
+fn estimates(log: &SessionLog) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut cache = ProjectionCache::default();
+    each_call(log, &PolicyChoice::default(), &mut cache, |_, projected| {
+        out.push(projected.unwrap().total_tokens as f64);
+        ControlFlow::Continue(())
+    });
+    out
+}
+
+/// A logged session: 30 calls with long replies, a compaction, `lean` calls
+/// with short ones (whose reports lie on a slope of 1.8 through the first of
+/// them), then `more` calls with long replies again. Its provider
+/// reported a prefix of 22,000 before the compaction and 30,000 after it, at
+/// a ratio of 1.35, each figure off by up to 1%. The last quarter's usage is
+/// removed: the log and the removed figures by call id.
+fn logged_compaction(lean: usize, more: usize) -> (SessionLog, Vec<(i64, f64)>) {
+    let mut b = common::LogBuilder::new();
+    for turn in 0..30 {
+        b.user(&format!("step {turn}"));
+        b.say(&words(6_000 + (turn % 4) * 900));
+        b.call();
+    }
+    let marker = b.push(Kind::Compaction, None, "Conversation compacted");
+    b.summary(1, 2, marker - 1, &"the work so far, in brief. ".repeat(60));
+    for turn in 0..lean + more {
+        b.user(&format!("next {turn}"));
+        let reply = if turn < lean { 1_500 } else { 7_000 };
+        b.say(&words(reply + (turn % 3) * 400));
+        b.call();
+    }
+    let mut log = b.log;
+    let estimates = estimates(&log);
+    let (n, x0) = (log.calls.len(), estimates[30]);
+    assert_eq!(
+        n * 3 / 4,
+        30 + lean,
+        "the removed quarter is the calls after the lean ones"
+    );
+    let mut removed = Vec::new();
+    for (i, (call, x)) in log.calls.iter_mut().zip(estimates).enumerate() {
+        let reported = match i {
+            0..30 => (22_000.0 + 1.35 * x) * (1.0 + 0.01 * noise(i)),
+            _ if i < 30 + lean => 30_000.0 + 1.35 * x0 + 1.8 * (x - x0),
+            _ => (30_000.0 + 1.35 * x) * (1.0 + 0.01 * noise(i)),
+        };
+        if i >= n * 3 / 4 {
+            removed.push((call.id, reported));
+        } else {
+            call.usage.input_tokens = Some(reported.round() as i64);
+        }
+    }
+    (log, removed)
+}
+
+#[test]
+fn a_logged_session_is_calibrated_within_5_percent_after_its_compaction() {
+    for (lean, more) in [(2, 11), (5, 12)] {
+        let (log, removed) = logged_compaction(lean, more);
+        let session = calibrate::session(&log, &mut ProjectionCache::default());
+        let fit = session.fit.as_ref().unwrap();
+        assert_eq!(
+            fit.segments[1].cause,
+            calibrate::Cause::Compaction,
+            "{fit:?}"
+        );
+        assert_eq!(fit.segments[1].from_call, 31, "{fit:?}");
+        for &(call, reported) in &removed {
+            let estimate = session.points[call as usize - 1].estimate as u64;
+            let (tokens, source) = session.count(call, estimate, true).unwrap();
+            assert_eq!(source, Source::Fit);
+            let error = (tokens as f64 - reported).abs() / reported;
+            assert!(
+                error <= 0.05,
+                "{lean} calls after, call {call}: {error:.3} off, {fit:?}"
+            );
+        }
+    }
+}
+
 /// A file of the real transcripts folder beside the repository, or `None`
 /// (with a note) when the folder is absent.
 fn data(path: &str) -> Option<std::path::PathBuf> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/data")
         .join(path);
-    if path.exists() { Some(path) } else { None }
+    if path.exists() {
+        Some(path)
+    } else {
+        eprintln!("skipped: {} is absent", path.display());
+        None
+    }
 }
 
 /// The fit of the session with the most calls in `log`, with the usage of
@@ -253,6 +470,24 @@ fn a_real_claude_code_session_with_a_compaction_is_calibrated_within_a_few_perce
     assert!(fitted_error(&third, &removed) <= 0.04);
     let (quarter, removed) = fit_without(&log, |nth, n| nth >= n * 3 / 4);
     assert!(fitted_error(&quarter, &removed) <= 0.05);
+
+    // Usage removed from the third call after the compaction on: two calls
+    // to go by, so the prefix after the compaction is theirs and the ratio
+    // pooled (carrying the prefix before it made this 16% off).
+    let compaction = fit
+        .segments
+        .iter()
+        .find(|s| s.cause == calibrate::Cause::Compaction)
+        .unwrap()
+        .from_call;
+    let at = whole
+        .points
+        .iter()
+        .filter(|p| p.reported.is_some_and(|r| r > 0.0))
+        .position(|p| p.call == compaction)
+        .unwrap();
+    let (after, removed) = fit_without(&log, |nth, _| nth >= at + 2);
+    assert!(fitted_error(&after, &removed) <= 0.05);
 }
 
 /// A session whose provider reported `prefix + ratio × estimate` at every

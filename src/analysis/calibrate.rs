@@ -11,12 +11,17 @@
 //! ```
 //!
 //! robustly (Theil-Sen: medians of slopes and residuals, so a call after a
-//! cache reset or an odd one out does not drag the line). Each segment a
-//! compaction starts gets its own line: the host re-injects files and
-//! instructions there, and what the history holds after it (a summary, fresh
-//! files) tokenizes differently. A segment fits its own prefix once it has
-//! [`SEGMENT_CALLS`] calls with usage and its own ratio once it has
-//! [`RATIO_CALLS`]; until then it carries the segment before's.
+//! cache reset or an odd one out does not drag the line). A compaction starts
+//! a new segment: the host re-injects files and instructions there, so the
+//! prefix steps, and each segment fits its own from its calls with usage (one
+//! is enough; a segment with none carries the line before). The ratio is a
+//! property of the two tokenizers and of the content mix, which a compaction
+//! does not change, so it is pooled: the median slope between two calls of one
+//! segment, over every segment. A segment's first calls span too little to
+//! say otherwise (their slopes are noise over a few hundred tokens), so a
+//! segment fits a ratio of its own only when it has [`RATIO_CALLS`] calls with
+//! usage and that ratio, fitted on its earlier calls, predicts its later third
+//! clearly better ([`OWN_RATIO_MARGIN`]) than the pooled one does.
 
 use std::ops::ControlFlow;
 
@@ -30,10 +35,15 @@ use crate::tokens::Encoding;
 
 /// Calls with reported usage below which a session is not calibrated.
 pub const MIN_CALLS: usize = 5;
-/// Calls with usage a segment needs before it has a prefix of its own.
-pub const SEGMENT_CALLS: usize = 3;
-/// Calls with usage a segment needs before it has a ratio of its own.
-pub const RATIO_CALLS: usize = 5;
+/// Calls with usage a segment needs before its own ratio is weighed against
+/// the pooled one (its later third, two calls or more, judges).
+pub const RATIO_CALLS: usize = 6;
+/// A segment's own ratio is used when its error on the segment's later calls
+/// is below this fraction of the pooled ratio's: a figure fitted on a few
+/// calls must earn its place, not win a coin toss on noise.
+pub const OWN_RATIO_MARGIN: f64 = 0.8;
+/// Calls with usage the one-step-ahead holdout fits before it predicts.
+const HOLDOUT_AFTER: usize = 3;
 /// The newest calls of a segment its ratio is fitted on.
 const RATIO_WINDOW: usize = 200;
 /// A fit whose median error is above this is not used.
@@ -229,22 +239,51 @@ fn known(points: &[Point], segment_of: &[usize]) -> Vec<Known> {
         .collect()
 }
 
-/// The slope between every two calls of one segment with different
-/// estimates, among each segment's newest [`RATIO_WINDOW`] calls.
-fn slopes(known: &[Known]) -> Vec<f64> {
+/// The slope between every two of one segment's calls (estimate, report)
+/// with different estimates, among its newest [`RATIO_WINDOW`].
+fn slopes(calls: &[(f64, f64)]) -> Vec<f64> {
+    let calls = &calls[calls.len().saturating_sub(RATIO_WINDOW)..];
     let mut slopes = Vec::new();
-    for (i, &(s, x1, y1)) in known.iter().enumerate() {
-        let later = known[i + 1..].iter().filter(|k| k.0 == s).count();
-        if later >= RATIO_WINDOW {
-            continue;
-        }
-        for &(t, x2, y2) in &known[i + 1..] {
-            if s == t && x2 != x1 {
+    for (i, &(x1, y1)) in calls.iter().enumerate() {
+        for &(x2, y2) in &calls[i + 1..] {
+            if x2 != x1 {
                 slopes.push((y2 - y1) / (x2 - x1));
             }
         }
     }
     slopes
+}
+
+/// The prefix `calls` make under `ratio`: their median residual.
+fn prefix(calls: &[(f64, f64)], ratio: f64) -> Option<f64> {
+    median(calls.iter().map(|&(x, y)| y - ratio * x).collect())
+}
+
+/// Whether a segment's own ratio earns its place: fitted on the segment's
+/// earlier calls (with the prefix they make under it), it must predict the
+/// later third with at most [`OWN_RATIO_MARGIN`] of the error of the ratio
+/// pooled over the other segments' slopes (`others`) and those same earlier
+/// calls: predicting later calls from earlier ones is what a count of a call
+/// without usage does.
+fn own_ratio_wins(calls: &[(f64, f64)], others: impl Iterator<Item = f64>) -> bool {
+    let (earlier, later) = calls.split_at(calls.len() - calls.len() / 3);
+    let own_slopes = slopes(earlier);
+    let own = median(own_slopes.clone());
+    let pooled = median(others.chain(own_slopes).collect());
+    let error = |ratio: Option<f64>| {
+        let ratio = ratio?;
+        let prefix = prefix(earlier, ratio)?;
+        median(
+            later
+                .iter()
+                .map(|&(x, y)| relative(prefix + ratio * x, y))
+                .collect(),
+        )
+    };
+    match (error(own), error(pooled)) {
+        (Some(own), Some(pooled)) => own < OWN_RATIO_MARGIN * pooled,
+        _ => false,
+    }
 }
 
 /// A segment's fit.
@@ -254,41 +293,76 @@ struct Line {
     prefix: f64,
 }
 
+/// The calls with usage of each segment, their slopes and the pooled ratio:
+/// what any segment's line is fitted from.
+struct Lines {
+    calls: Vec<Vec<(f64, f64)>>,
+    slopes: Vec<Vec<f64>>,
+    pooled: f64,
+}
+
+impl Lines {
+    /// `known` over `segments` segments: `None` when no two calls of a
+    /// segment differ in estimate.
+    fn of(known: &[Known], segments: usize) -> Option<Lines> {
+        let mut calls: Vec<Vec<(f64, f64)>> = vec![Vec::new(); segments];
+        for &(segment, x, y) in known {
+            calls[segment].push((x, y));
+        }
+        let slopes: Vec<Vec<f64>> = calls.iter().map(|c| slopes(c)).collect();
+        let pooled = median(slopes.concat())?;
+        Some(Lines {
+            calls,
+            slopes,
+            pooled,
+        })
+    }
+
+    /// The line of `segment`: the pooled ratio unless its own wins, and the
+    /// prefix of its calls under it; a segment without usage carries the
+    /// line before (the first takes the prefix of all calls).
+    fn line(&self, segment: usize) -> Line {
+        let segment = (0..=segment)
+            .rev()
+            .find(|&s| !self.calls[s].is_empty())
+            .unwrap_or(0);
+        let calls = &self.calls[segment];
+        // With one segment of slopes the pool is its own ratio.
+        let alone = self.slopes.iter().filter(|s| !s.is_empty()).count() < 2;
+        let others = || {
+            self.slopes
+                .iter()
+                .enumerate()
+                .filter(move |&(s, _)| s != segment)
+                .flat_map(|(_, slopes)| slopes.iter().copied())
+        };
+        let ratio = match median(self.slopes[segment].clone()) {
+            Some(own)
+                if !alone && calls.len() >= RATIO_CALLS && own_ratio_wins(calls, others()) =>
+            {
+                own
+            }
+            _ => self.pooled,
+        };
+        let prefix = prefix(calls, ratio)
+            .or_else(|| prefix(&self.calls.concat(), ratio))
+            .unwrap_or(0.0);
+        Line { ratio, prefix }
+    }
+}
+
 /// One fitted line per segment.
 struct Model {
     lines: Vec<Line>,
 }
 
 impl Model {
-    /// The fit of `known` over `segments` segments: `None` when no two calls
-    /// of a segment differ in estimate.
-    fn fit(known: &[Known], segments: usize) -> Option<Model> {
-        let shared = median(slopes(known))?;
-        let mut lines: Vec<Line> = Vec::with_capacity(segments);
-        for segment in 0..segments {
-            let own: Vec<Known> = known.iter().filter(|k| k.0 == segment).copied().collect();
-            let carried = lines.last().copied();
-            let ratio = match median(slopes(&own)) {
-                Some(ratio) if own.len() >= RATIO_CALLS => ratio,
-                _ => carried.map_or(shared, |l| l.ratio),
-            };
-            let prefix = match carried {
-                Some(line) if own.len() < SEGMENT_CALLS => line.prefix,
-                // The first segment, however few its calls, fits its own.
-                _ => median(own.iter().map(|&(_, x, y)| y - ratio * x).collect())
-                    .or_else(|| median(known.iter().map(|&(_, x, y)| y - ratio * x).collect()))
-                    .unwrap_or(0.0),
-            };
-            lines.push(Line { ratio, prefix });
-        }
-        Some(Model { lines })
-    }
-
     fn of(points: &[Point], segment_of: &[usize]) -> Option<Model> {
-        Model::fit(
-            &known(points, segment_of),
-            segment_of.last().map_or(0, |&s| s + 1),
-        )
+        let segments = segment_of.last().map_or(0, |&s| s + 1);
+        let lines = Lines::of(&known(points, segment_of), segments)?;
+        Some(Model {
+            lines: (0..segments).map(|s| lines.line(s)).collect(),
+        })
     }
 
     fn line(&self, segment: usize) -> Line {
@@ -302,15 +376,16 @@ impl Model {
 }
 
 /// One step ahead: each call with usage predicted from the calls before it
-/// only (once there are [`SEGMENT_CALLS`] of them to fit). A segment with no
+/// only (once there are [`HOLDOUT_AFTER`] of them to fit). A segment with no
 /// call before this one carries the last segment's line.
 fn holdout(points: &[Point], segment_of: &[usize]) -> Holdout {
     let known = known(points, segment_of);
-    let errors: Vec<f64> = (SEGMENT_CALLS..known.len())
+    let errors: Vec<f64> = (HOLDOUT_AFTER..known.len())
         .filter_map(|i| {
             let (segment, estimate, actual) = known[i];
-            let model = Model::fit(&known[..i], segment + 1)?;
-            Some(relative(model.predict(segment, estimate), actual))
+            // Only the line of the predicted call's segment is needed.
+            let line = Lines::of(&known[..i], segment + 1)?.line(segment);
+            Some(relative(line.prefix + line.ratio * estimate, actual))
         })
         .collect();
     Holdout {
