@@ -10,9 +10,9 @@ use std::path::Path;
 pub const SMALL: u64 = 1 << 20;
 
 /// The bytes of `path`, a text file: an error when it holds more than
-/// `limit` (`what` names the kind of file in it: "a policy file") or a NUL
-/// byte, which no text ctxlens reads has (`/dev/zero` is refused at once).
-pub fn read(path: &Path, limit: u64, what: &str) -> io::Result<Vec<u8>> {
+/// `limit` (`what` names the kind of file in it: "a policy file"), or a NUL
+/// byte where `nul` says it cannot be (`/dev/zero` is refused at once).
+pub fn read(path: &Path, limit: u64, what: &str, nul: Nul) -> io::Result<Vec<u8>> {
     let mut file = std::fs::File::open(path)?;
     let too_large = || {
         io::Error::new(
@@ -41,7 +41,11 @@ pub fn read(path: &Path, limit: u64, what: &str) -> io::Result<Vec<u8>> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        if let Some(at) = chunk[..n].iter().position(|&b| b == 0) {
+        let refused = match nul {
+            Nul::Refused => true,
+            Nul::InFilesOnly => known.is_none(),
+        };
+        if let Some(at) = chunk[..n].iter().position(|&b| b == 0).filter(|_| refused) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
@@ -57,9 +61,19 @@ pub fn read(path: &Path, limit: u64, what: &str) -> io::Result<Vec<u8>> {
     }
 }
 
-/// As [`read`], as text: bytes that are not UTF-8 are an error.
+/// Where a NUL byte may be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nul {
+    /// Nowhere: a policy or a configuration never holds one.
+    Refused,
+    /// In a regular file (a transcript a crash padded with zeros is read,
+    /// its broken line warned about), not in a device or a pipe.
+    InFilesOnly,
+}
+
+/// As [`read`], as text, a NUL byte refused: bytes that are not UTF-8 are an error.
 pub fn read_text(path: &Path, limit: u64, what: &str) -> io::Result<String> {
-    String::from_utf8(read(path, limit, what)?)
+    String::from_utf8(read(path, limit, what, Nul::Refused)?)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 

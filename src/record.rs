@@ -47,13 +47,14 @@ fn key(e: &Event) -> (Kind, u64) {
 }
 
 /// Where each event of a history is, by what a record finds it by: tool
-/// calls and results by kind and call id (the first of each), other events
-/// by kind and trimmed text. Grown as the history grows, so a recording of
-/// many calls indexes each event once, not once per call.
+/// calls and results by kind and call id (a call id the import renamed,
+/// `ID~2`, under the id the host sent too), other events by kind and
+/// trimmed text. Grown as the history grows, so a recording of many calls
+/// indexes each event once, not once per call.
 #[derive(Clone, Debug, Default)]
 pub struct Index {
     by_key: HashMap<(Kind, u64), Vec<usize>>,
-    by_id: HashMap<(Kind, arcstr::ArcStr), usize>,
+    by_id: HashMap<(Kind, arcstr::ArcStr), Vec<usize>>,
     /// How many events of the history are indexed.
     len: usize,
 }
@@ -64,7 +65,13 @@ impl Index {
         for (ix, e) in history.iter().enumerate().skip(self.len) {
             match e.call_id.as_ref().filter(|id| !id.is_empty()) {
                 Some(id) => {
-                    self.by_id.entry((e.kind, id.clone())).or_insert(ix);
+                    self.by_id.entry((e.kind, id.clone())).or_default().push(ix);
+                    if let Some(sent) = repeated_id(e) {
+                        self.by_id
+                            .entry((e.kind, sent.into()))
+                            .or_default()
+                            .push(ix);
+                    }
                 }
                 None => self.by_key.entry(key(e)).or_default().push(ix),
             }
@@ -74,17 +81,26 @@ impl Index {
 
     /// Each of `sent` (a record's events, in order) against `history`, all
     /// of which this index holds. A tool call or result is found by its
-    /// call id wherever it is (a call id is used once); other events after
-    /// the one found before them.
+    /// call id wherever it is; where the host used one id for several calls,
+    /// each is found once per record, the first after the event found before
+    /// it (else the first not found yet), and one more is new; other events
+    /// after the one found before them.
     pub fn find(&self, history: &[Event], sent: &[Event]) -> Vec<Found> {
         let mut after: Option<usize> = None;
+        let mut taken: std::collections::HashSet<usize> = std::collections::HashSet::new();
         sent.iter()
             .map(|e| {
                 let found = match e.call_id.as_ref().filter(|id| !id.is_empty()) {
-                    Some(id) => match self.by_id.get(&(e.kind, id.clone())) {
-                        Some(&ix) if e.kind != Kind::ToolResult => Found::Same(ix),
-                        Some(&ix) if key(&history[ix]) == key(e) => Found::Same(ix),
-                        Some(&ix) => Found::Changed(
+                    Some(id) => match self.by_id.get(&(e.kind, id.clone())).and_then(|ixs| {
+                        let from = after.map_or(0, |a| ixs.partition_point(|&ix| ix <= a));
+                        let free = |ix: &&usize| !taken.contains(*ix);
+                        let ix = ixs[from..].iter().find(free).or(ixs.iter().find(free))?;
+                        taken.insert(*ix);
+                        Some(*ix)
+                    }) {
+                        Some(ix) if e.kind != Kind::ToolResult => Found::Same(ix),
+                        Some(ix) if key(&history[ix]) == key(e) => Found::Same(ix),
+                        Some(ix) => Found::Changed(
                             ix,
                             changed(&history[ix].content.get(), &e.content.get()),
                         ),
@@ -101,6 +117,16 @@ impl Index {
             })
             .collect()
     }
+}
+
+/// The call id the host sent for an event the import kept under a new one
+/// (`repeated_call_id` in its meta; only an id with `~` can be one).
+fn repeated_id(e: &Event) -> Option<String> {
+    if !e.call_id.as_deref()?.contains('~') {
+        return None;
+    }
+    let meta: Value = serde_json::from_str(e.meta.as_deref()?).ok()?;
+    meta["repeated_call_id"].as_str().map(str::to_string)
 }
 
 /// Each of `sent` (a record's events, in order) against `history` (see

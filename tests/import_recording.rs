@@ -469,3 +469,42 @@ fn streams_with_lone_cr_line_ends_and_a_responses_stream_cut_short_keep_their_te
         );
     }
 }
+
+#[test]
+fn a_host_that_reuses_one_call_id_is_recorded_sending_each_call_once_as_it_is() {
+    let call = serde_json::json!({"id": "call_0", "type": "function", "function": {"name": "ls", "arguments": "{}"}});
+    let turns = |n: usize| {
+        let mut messages = vec![serde_json::json!({"role": "user", "content": "list twice"})];
+        for (i, out) in ["a", "b", "c"].iter().enumerate().take(n) {
+            messages.push(
+                serde_json::json!({"role": "assistant", "content": null, "tool_calls": [call]}),
+            );
+            messages.push(serde_json::json!({"role": "tool", "tool_call_id": "call_0", "content": format!("{out} {i}")}));
+        }
+        serde_json::json!({"request": {"model": "m", "messages": messages},
+            "response": {"id": format!("c{n}"), "created": 1_700_000_000 + n as i64, "model": "m",
+                "choices": [{"message": {"role": "assistant", "content": "ok"}}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 1}}})
+    };
+    let dir = TempDir::new().unwrap();
+    let src = dir.path().join("rec.json");
+    std::fs::write(&src, serde_json::json!([turns(2), turns(3)]).to_string()).unwrap();
+    let (session, _) = import("openai-chat", &src, &dir);
+    // The second request sends every call and result of the first as it was
+    // (only the first reply, which it leaves out, is dropped).
+    let later: Vec<(i64, String)> = evictions(&session, 1);
+    let reply = session
+        .events
+        .iter()
+        .find(|e| e.kind == Kind::Assistant)
+        .unwrap()
+        .seq;
+    assert_eq!(later, [(reply, "dropped".to_string())]);
+    let results: Vec<String> = session
+        .events
+        .iter()
+        .filter(|e| e.kind == Kind::ToolResult)
+        .map(|e| format!("{}={}", e.call_id.as_deref().unwrap(), e.content.get()))
+        .collect();
+    assert_eq!(results, ["call_0=a 0", "call_0~2=b 1", "call_0~3=c 2"]);
+}

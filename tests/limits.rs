@@ -661,3 +661,34 @@ fn a_file_that_never_ends_or_is_too_large_is_refused_before_it_is_held() {
     );
     assert!(!Path::new(out).exists());
 }
+
+#[test]
+fn a_transcript_a_crash_padded_with_zeros_imports_what_it_holds() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let src = dir.path().join("rollout.jsonl");
+    let good = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/codex-compacted.jsonl"
+    ))
+    .unwrap();
+    let mut padded = good.clone();
+    padded.extend(std::iter::repeat_n(0u8, 4096));
+    std::fs::write(&src, padded).unwrap();
+    let out = dir.path().join("log.db");
+    let run = run(
+        &[
+            "import",
+            "codex",
+            src.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("rollout.jsonl:"),
+        "the padded line is named: {stderr}"
+    );
+}

@@ -53,7 +53,8 @@ impl Activity {
         // recorder, the samples) write logs that are live until they end.
         let imported = meta["source"]
             .as_str()
-            .is_some_and(|source| !source.starts_with("ctxlens"));
+            .is_some_and(|source| !source.starts_with("ctxlens"))
+            && (meta["file"].is_string() || meta["parent_session"].is_string());
         let imported_from =
             imported.then(|| meta["file"].as_str().unwrap_or("a transcript").to_string());
         let newest = newest_time(session).or_else(|| {

@@ -566,8 +566,7 @@ fn reassemble(format: Format, sse: &str) -> Value {
                         whole_call["function"]["name"] = name.into();
                     }
                     let args = call["function"]["arguments"].as_str().unwrap_or("");
-                    let so_far = whole_call["function"]["arguments"].as_str().unwrap_or("");
-                    whole_call["function"]["arguments"] = format!("{so_far}{args}").into();
+                    extend_text(&mut whole_call["function"]["arguments"], args);
                 }
             }
             let mut message = json!({"role": "assistant", "content": content});
@@ -608,8 +607,7 @@ fn reassemble(format: Format, sse: &str) -> Value {
                         }
                         for key in ["text", "thinking"] {
                             if let Some(more) = delta[key].as_str() {
-                                let so_far = block[key].as_str().unwrap_or("");
-                                block[key] = format!("{so_far}{more}").into();
+                                extend_text(&mut block[key], more);
                             }
                         }
                         if let Some(json) = delta["partial_json"].as_str() {
@@ -680,20 +678,28 @@ fn responses_stream(events: impl Iterator<Item = Value>) -> Value {
                     content.push(json!({"type": "output_text", "text": ""}));
                 }
                 if let Some(part) = content.get_mut(part) {
-                    let so_far = part["text"].as_str().unwrap_or("");
-                    part["text"] = format!("{so_far}{delta}").into();
+                    extend_text(&mut part["text"], delta);
                 }
             }
             "response.function_call_arguments.delta" => {
                 if let Some(item) = whole["output"].get_mut(at) {
-                    let so_far = item["arguments"].as_str().unwrap_or("");
-                    item["arguments"] = format!("{so_far}{delta}").into();
+                    extend_text(&mut item["arguments"], delta);
                 }
             }
             _ => {}
         }
     }
     terminal.unwrap_or(whole)
+}
+
+/// `more` at the end of the text `value` holds (a value that is no text
+/// becomes one): in place, so a stream of many deltas is put together in
+/// linear time.
+fn extend_text(value: &mut Value, more: &str) {
+    match value {
+        Value::String(text) => text.push_str(more),
+        other => *other = Value::String(more.to_string()),
+    }
 }
 
 /// A response's usage; OpenAI's input counts include the cached tokens.

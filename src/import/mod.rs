@@ -578,7 +578,14 @@ impl Draft {
                     let written = written.clone();
                     self.pairs.calls.insert(id.clone(), (written.clone(), true));
                     if written != id {
-                        self.events[ix].call_id = Some(written.into());
+                        // It follows its call under the new id, the host's kept beside it.
+                        let event = &mut self.events[ix];
+                        let mut fields: Map<String, Value> = (event.meta.as_deref())
+                            .and_then(|m| serde_json::from_str(m).ok())
+                            .unwrap_or_default();
+                        fields.insert("repeated_call_id".into(), json!(id));
+                        event.meta = Some(Value::Object(fields).to_string().into());
+                        event.call_id = Some(written.into());
                     }
                     continue;
                 }
@@ -586,6 +593,9 @@ impl Draft {
                     let why = if answered.is_some() {
                         "its call already has a tool_result"
                     } else {
+                        // As the writer does, the id counts as answered: a
+                        // call of it later is another call, under a new id.
+                        self.pairs.calls.insert(id.clone(), (id.clone(), true));
                         "no earlier tool_call has its call_id"
                     };
                     let note = format!(
@@ -1022,7 +1032,8 @@ fn is_otlp(value: &Value) -> bool {
 /// The bytes of a transcript, read up to the most an import holds
 /// (`files::transcript_limit`).
 pub(crate) fn read_source(src: &Path) -> anyhow::Result<Vec<u8>> {
-    crate::files::read(src, crate::files::transcript_limit(), "a transcript")
+    let nul = crate::files::Nul::InFilesOnly;
+    crate::files::read(src, crate::files::transcript_limit(), "a transcript", nul)
         .with_context(|| format!("{}: cannot read", src.display()))
 }
 

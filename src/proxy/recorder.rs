@@ -308,7 +308,11 @@ impl Recorder {
             Some(name) if !self.sessions.iter().any(|s| s.draft.session.id == *name) => {
                 name.clone()
             }
-            _ => format!("recorded-{}", self.sessions.len() + 1),
+            // The first free number: a client may have named one `recorded-2`.
+            _ => (self.sessions.len() + 1..)
+                .map(|n| format!("recorded-{n}"))
+                .find(|id| !self.sessions.iter().any(|s| s.draft.session.id == *id))
+                .expect("a free number"),
         };
         let mut draft = Draft::default();
         draft.session.id = id;

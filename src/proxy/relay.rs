@@ -251,7 +251,11 @@ async fn pass(upstream: reqwest::RequestBuilder) -> Response<Body> {
     let reply = match upstream.send().await {
         Ok(reply) => reply,
         Err(e) => {
-            let message = format!("ctxlens record: the upstream did not answer: {e}");
+            // Without the URL: its query may carry a key.
+            let message = format!(
+                "ctxlens record: the upstream did not answer: {}",
+                e.without_url()
+            );
             return error(StatusCode::BAD_GATEWAY, &message);
         }
     };
@@ -305,7 +309,7 @@ async fn exchange(
     let reply = match reply {
         Ok(reply) => reply,
         Err(e) => {
-            let message = format!("the upstream did not answer: {e}");
+            let message = format!("the upstream did not answer: {}", e.without_url());
             let _ = client.send(error(
                 StatusCode::BAD_GATEWAY,
                 &format!("ctxlens record: {message}"),
