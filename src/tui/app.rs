@@ -1380,13 +1380,15 @@ impl App {
     fn trace_fact_again(&mut self) {
         if let Some((fact, _)) = self.why.take() {
             let log = Arc::clone(&self.log);
-            if let Ok(t) = trace_with(
+            match trace_with(
                 &log.sessions[self.session],
                 &fact,
                 &self.choice,
                 &mut self.cache,
             ) {
-                self.why = Some((fact, t));
+                Ok(t) => self.why = Some((fact, t)),
+                // Not kept stale: said, and w traces again.
+                Err(e) => self.status = format!("why: {e}"),
             }
         }
     }
