@@ -176,6 +176,11 @@ impl Sent {
             Err(e) => return Some(Err(e)),
         };
         let found = find(history, &events);
+        let (events, found) = if continues_response(call) {
+            with_chain(history, events, found)
+        } else {
+            (events, found)
+        };
         let summary = summary.and_then(|s| summary_in(&events, &found, s.content.trim()));
         let mut at = HashMap::new();
         for (i, f) in found.iter().enumerate() {
@@ -195,6 +200,41 @@ impl Sent {
     pub fn text_for(&self, ix: usize) -> Option<Cow<'_, str>> {
         Some(self.events[*self.at.get(&ix)?].content.get())
     }
+}
+
+/// Whether `call`'s record continues a stored response (`previous_response_id`):
+/// the provider sent the chain before the items the record holds.
+fn continues_response(call: &ModelCall) -> bool {
+    let Some(rendered) = call.rendered.as_deref() else {
+        return false;
+    };
+    rendered.starts_with('{')
+        && rendered.contains("previous_response_id")
+        && serde_json::from_str::<Value>(rendered)
+            .is_ok_and(|r| r["previous_response_id"].is_string())
+}
+
+/// A continuing record with the chain the provider put before its items:
+/// its system prompt, then every history event but the system prompt (the
+/// instructions are not carried over) before the first it holds, each sent
+/// as it is, then its own items.
+fn with_chain(
+    history: &[Event],
+    events: Vec<Event>,
+    found: Vec<Found>,
+) -> (Vec<Event>, Vec<Found>) {
+    let held: std::collections::HashSet<usize> = found.iter().filter_map(|f| f.index()).collect();
+    let start = (events.iter().zip(&found))
+        .filter(|(e, _)| e.kind != Kind::System)
+        .filter_map(|(_, f)| f.index())
+        .min()
+        .unwrap_or(history.len());
+    let (system, own): (Vec<_>, Vec<_>) =
+        (events.into_iter().zip(found)).partition(|(e, _)| e.kind == Kind::System);
+    let chain = (0..start.min(history.len()))
+        .filter(|ix| !held.contains(ix) && history[*ix].kind != Kind::System)
+        .map(|ix| (history[ix].clone(), Found::Same(ix)));
+    system.into_iter().chain(chain).chain(own).unzip()
 }
 
 /// The run of events not in the history whose texts, joined, are `text`.

@@ -508,3 +508,57 @@ fn a_host_that_reuses_one_call_id_is_recorded_sending_each_call_once_as_it_is() 
         .collect();
     assert_eq!(results, ["call_0=a 0", "call_0~2=b 1", "call_0~3=c 2"]);
 }
+
+#[test]
+fn a_responses_request_continuing_a_stored_response_keeps_the_chain_it_continues() {
+    let first = serde_json::json!({
+        "request": {"model": "gpt-4o", "instructions": "Be brief.", "input": [
+            {"role": "user", "content": "What files are here?"}]},
+        "response": {"id": "resp_1", "created_at": 1_700_000_000, "model": "gpt-4o", "output": [
+            {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"}],
+            "usage": {"input_tokens": 20, "output_tokens": 5}}});
+    let second = serde_json::json!({
+        "request": {"model": "gpt-4o", "previous_response_id": "resp_1", "input": [
+            {"type": "function_call_output", "call_id": "call_1", "output": "a.txt b.txt"}]},
+        "response": {"id": "resp_2", "created_at": 1_700_000_001, "model": "gpt-4o", "output": [
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Two files."}]}],
+            "usage": {"input_tokens": 40, "output_tokens": 4}}});
+    let dir = TempDir::new().unwrap();
+    let src = dir.path().join("rec.json");
+    std::fs::write(&src, serde_json::json!([first, second]).to_string()).unwrap();
+    let (session, stderr) = import("openai-responses", &src, &dir);
+    assert!(!stderr.contains("unpaired"), "{stderr}");
+    // The provider put the chain before the output: nothing of it was
+    // evicted but the instructions, which a continuation does not carry over.
+    let system = session
+        .events
+        .iter()
+        .find(|e| e.kind == Kind::System)
+        .unwrap()
+        .seq;
+    assert_eq!(evictions(&session, 1), [(system, "dropped".to_string())]);
+    let log = dir.path().join("log.db");
+    let replay = Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args(["replay", "--json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let replay: Value = serde_json::from_slice(&replay.stdout).unwrap();
+    assert_eq!(replay["diverging"], 0, "{replay}");
+    let project = Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args(["project", "--json", "--record", "--call", "2"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let project: Value = serde_json::from_slice(&project.stdout).unwrap();
+    let texts: Vec<&str> = project["context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect();
+    assert!(texts.contains(&"What files are here?"), "{texts:?}");
+    assert!(texts.contains(&"a.txt b.txt"), "{texts:?}");
+}

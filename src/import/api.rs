@@ -277,7 +277,24 @@ pub(crate) fn step(
         let s = &draft.summaries[s];
         (s.from_seq, s.to_seq)
     });
-    let evictions = evictions(&found[..tail], before, covered);
+    // A Responses request that continues `previous_response_id` sends its
+    // new items only: the provider puts the chain before them, so of the
+    // history only instructions it does not send again are dropped (they
+    // are not carried over), and its record says it continues.
+    let continues = (format == Format::OpenaiResponses)
+        .then(|| e.request["previous_response_id"].as_str())
+        .flatten();
+    let evictions = match continues {
+        Some(_) => {
+            let sent: std::collections::HashSet<usize> =
+                found.iter().filter_map(|f| f.index()).collect();
+            (0..before)
+                .filter(|&ix| draft.events[ix].kind == Kind::System && !sent.contains(&ix))
+                .map(|ix| json!({"seq": ix + 1, "action": "dropped", "reducer": "recorded"}))
+                .collect()
+        }
+        None => evictions(&found[..tail], before, covered),
+    };
     let response = e.response.as_ref();
     let model = response
         .and_then(|r| r["model"].as_str())
@@ -298,7 +315,11 @@ pub(crate) fn step(
     call.summary_id = stand.map(|s| s as i64);
     call.evictions = Value::Array(evictions).to_string();
     call.injections = Value::Array(injections).to_string();
-    call.rendered = Some(messages_of(format, &e.request).to_string());
+    call.rendered = Some(match continues {
+        Some(id) => json!({"previous_response_id": id, "input": messages_of(format, &e.request)})
+            .to_string(),
+        None => messages_of(format, &e.request).to_string(),
+    });
     call.record = Some(Record {
         format: format.name().to_string(),
         system: system_of(&e.request).map(text_of),
