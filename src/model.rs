@@ -124,6 +124,18 @@ pub struct Event {
 // In that order it takes 96 bytes: a long log holds one per event.
 const _: () = assert!(std::mem::size_of::<Event>() == 96);
 
+impl Event {
+    /// Why a tool result is kept without its call, where its meta says so
+    /// (`unpaired`: its call is not in the log, or was answered already).
+    pub fn unpaired(&self) -> Option<String> {
+        let meta: serde_json::Value = serde_json::from_str(self.meta.as_deref()?).ok()?;
+        match meta.get("unpaired")? {
+            serde_json::Value::String(why) => Some(why.clone()),
+            other => Some(other.to_string()),
+        }
+    }
+}
+
 /// One row of `summaries`: a derived artifact keyed by the span it covers.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Summary {

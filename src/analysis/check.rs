@@ -256,7 +256,7 @@ fn check_pairs(session: &SessionLog, live: bool, found: &mut Found) -> Vec<InFli
             }
             continue;
         }
-        if let Some(why) = unpaired(event) {
+        if let Some(why) = event.unpaired() {
             found.unpaired.push(Unpaired {
                 seq: event.seq,
                 message: format!(
@@ -323,15 +323,6 @@ fn check_pairs(session: &SessionLog, live: bool, found: &mut Found) -> Vec<InFli
             call_id: Some(call_id.to_string()),
         })
         .collect()
-}
-
-/// Why a tool result is kept without its call, where its meta says so.
-fn unpaired(event: &crate::model::Event) -> Option<String> {
-    let meta: serde_json::Value = serde_json::from_str(event.meta.as_deref()?).ok()?;
-    match meta.get("unpaired")? {
-        serde_json::Value::String(why) => Some(why.clone()),
-        other => Some(other.to_string()),
-    }
 }
 
 /// Model calls nothing was written after: in flight in a live session, and

@@ -568,7 +568,7 @@ impl Draft {
                         shown(&id),
                         shown(&renamed)
                     );
-                    (note, Some(renamed), json!({"repeated_call_id": id}))
+                    (note, Some(renamed), ("repeated_call_id", json!(id)))
                 }
                 (Kind::ToolCall, None) => {
                     self.pairs.calls.insert(id.clone(), (id, false));
@@ -580,11 +580,7 @@ impl Draft {
                     if written != id {
                         // It follows its call under the new id, the host's kept beside it.
                         let event = &mut self.events[ix];
-                        let mut fields: Map<String, Value> = (event.meta.as_deref())
-                            .and_then(|m| serde_json::from_str(m).ok())
-                            .unwrap_or_default();
-                        fields.insert("repeated_call_id".into(), json!(id));
-                        event.meta = Some(Value::Object(fields).to_string().into());
+                        set_meta(event, "repeated_call_id", json!(id));
                         event.call_id = Some(written.into());
                     }
                     continue;
@@ -602,20 +598,12 @@ impl Draft {
                         "tool_result for call_id '{}': {why}; kept as an unpaired result",
                         shown(&id)
                     );
-                    (note, None, json!({"unpaired": why}))
+                    (note, None, ("unpaired", json!(why)))
                 }
             };
             let note = format!("{}: {note}", self.origin(ix));
             let event = &mut self.events[ix];
-            let mut fields: Map<String, Value> = event
-                .meta
-                .as_deref()
-                .and_then(|m| serde_json::from_str(m).ok())
-                .unwrap_or_default();
-            if let Value::Object(more) = meta {
-                fields.extend(more);
-            }
-            event.meta = Some(Value::Object(fields).to_string().into());
+            set_meta(event, meta.0, meta.1);
             if let Some(call_id) = call_id {
                 event.call_id = Some(call_id.into());
             }
@@ -824,13 +812,7 @@ impl Draft {
         let items: Vec<Value> = items.into_iter().map(without_data).collect();
         if self.last() > from {
             let event = self.events.last_mut().expect("an event after `from`");
-            let mut meta: Map<String, Value> = event
-                .meta
-                .as_deref()
-                .and_then(|m| serde_json::from_str(m).ok())
-                .unwrap_or_default();
-            meta.insert("unmapped".into(), Value::Array(items));
-            event.meta = Some(Value::Object(meta).to_string().into());
+            set_meta(event, "unmapped", Value::Array(items));
             return;
         }
         let names: Vec<&str> = items
@@ -851,6 +833,16 @@ impl Draft {
         let n = self.unmapped.get(what).and_then(Value::as_u64).unwrap_or(0);
         self.unmapped.insert(what.to_string(), json!(n + 1));
     }
+}
+
+/// `event`'s meta with `key` set to `value` (a meta that is no JSON object
+/// is taken as an empty one).
+fn set_meta(event: &mut Event, key: &str, value: Value) {
+    let mut meta: Map<String, Value> = (event.meta.as_deref())
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or_default();
+    meta.insert(key.into(), value);
+    event.meta = Some(Value::Object(meta).to_string().into());
 }
 
 /// A JSON value without its `data` fields (base64 media), which say

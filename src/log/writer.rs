@@ -486,15 +486,5 @@ fn violation(event: &Event, last_seq: i64, state: &SessionState) -> Option<Strin
         }
         _ => None,
     };
-    broken.filter(|_| !(event.kind == Kind::ToolResult && is_unpaired(event)))
-}
-
-/// Whether a tool result says it is kept without its call (`unpaired` in its
-/// meta: its call is not in the log, or was answered already).
-fn is_unpaired(event: &Event) -> bool {
-    event
-        .meta
-        .as_deref()
-        .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
-        .is_some_and(|m| m.get("unpaired").is_some())
+    broken.filter(|_| !(event.kind == Kind::ToolResult && event.unpaired().is_some()))
 }

@@ -497,10 +497,7 @@ fn response_of(
 
 /// A request's messages (or input items).
 fn items_of(format: Format, request: &Value) -> &[Value] {
-    let list = match format {
-        Format::OpenaiResponses => &request["input"],
-        _ => &request["messages"],
-    };
+    let list = api::messages_of(format, request);
     list.as_array().map_or(&[], Vec::as_slice)
 }
 
