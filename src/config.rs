@@ -130,7 +130,7 @@ pub fn parse(text: &str) -> Result<Config, String> {
         }
     }
     for (action, keys) in &config.keymap {
-        crate::tui::keymap::check_binding(action, &keys.names())
+        crate::keys::check_binding(action, &keys.names())
             .map_err(|e| format!("{}: keymap.{action}: {e}", line_of(text, action)))?;
     }
     Ok(config)
@@ -179,7 +179,7 @@ pub fn example() -> String {
          # one of Enter, Esc, Tab, BackTab, Backspace, Delete, Insert, Up, Down, Left, Right,\n\
          # Home, End, PageUp, PageDown, Space, F1..F12. The actions, with their keys today:\n"
     ));
-    for (action, keys, help) in crate::tui::keymap::actions() {
+    for (action, keys, help) in crate::keys::actions() {
         out.push_str(&format!("# {action} = {keys:?}  # {help}\n"));
     }
     out.push_str(

@@ -239,6 +239,20 @@ pub fn progress(total: Option<u64>, template: &str, message: String) -> indicati
     bar
 }
 
+/// 12345 as "12,345".
+pub fn thousands(n: impl Into<i128>) -> String {
+    let digits = n.into().to_string();
+    let (sign, digits) = digits.split_at(usize::from(digits.starts_with('-')));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    format!("{sign}{out}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,7 @@ pub fn read(path: &Path, limit: u64, what: &str, nul: Nul) -> io::Result<Vec<u8>
             io::ErrorKind::InvalidData,
             format!(
                 "larger than {}, the most ctxlens reads of {what}",
-                crate::log::size(limit)
+                size(limit)
             ),
         )
     };
@@ -80,5 +80,98 @@ pub fn read_text(path: &Path, limit: u64, what: &str) -> io::Result<String> {
 /// The most an import reads of one transcript: a quarter of what a load
 /// may hold (a transcript's JSON takes a few times its size once parsed).
 pub fn transcript_limit() -> u64 {
-    crate::log::TextLimit::current().bytes / 4
+    TextLimit::current().bytes / 4
+}
+
+/// The most text (event contents and meta, summaries, model calls' records)
+/// one load holds in memory, and where that figure comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextLimit {
+    pub bytes: u64,
+    pub source: String,
+}
+
+/// The variable that sets the text limit, in bytes or with a K, M or G suffix.
+pub const TEXT_LIMIT_VAR: &str = "CTXLENS_MAX_TEXT";
+
+/// The limit when the memory available cannot be read.
+const DEFAULT_TEXT_LIMIT: u64 = 16 << 30;
+
+impl TextLimit {
+    /// `CTXLENS_MAX_TEXT` when set; otherwise half the memory available now
+    /// (the lower of the system's MemAvailable and what the cgroup allows),
+    /// at most 16 GiB. A load peaks at about 1.4 times its text, so half
+    /// leaves room for the work after it.
+    pub fn current() -> TextLimit {
+        if let Some(bytes) = std::env::var(TEXT_LIMIT_VAR)
+            .ok()
+            .and_then(|v| parse_size(&v))
+        {
+            return TextLimit {
+                bytes,
+                source: format!("set by {TEXT_LIMIT_VAR}"),
+            };
+        }
+        match available_memory() {
+            Some(available) if available / 2 < DEFAULT_TEXT_LIMIT => TextLimit {
+                bytes: available / 2,
+                source: format!(
+                    "half the {} of memory available; {TEXT_LIMIT_VAR} sets another limit",
+                    size(available)
+                ),
+            },
+            _ => TextLimit {
+                bytes: DEFAULT_TEXT_LIMIT,
+                source: format!("the default; {TEXT_LIMIT_VAR} sets another limit"),
+            },
+        }
+    }
+}
+
+/// "12345", "64K", "300M" or "2G" as bytes.
+fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (digits, shift) = match text.char_indices().last()? {
+        (at, 'k' | 'K') => (&text[..at], 10),
+        (at, 'm' | 'M') => (&text[..at], 20),
+        (at, 'g' | 'G') => (&text[..at], 30),
+        _ => (text, 0),
+    };
+    digits.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+/// Bytes of memory this process could still take: MemAvailable, lowered to
+/// what the cgroup (v2) still allows where it sets a limit. `None` where
+/// neither can be read (outside Linux).
+fn available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
+    let system = meminfo.as_deref().and_then(|text| {
+        let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    });
+    let read = |name: &str| -> Option<u64> {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/{name}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let cgroup =
+        read("memory.max").map(|max| max.saturating_sub(read("memory.current").unwrap_or(0)));
+    match (system, cgroup) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Bytes in the largest unit that keeps a whole number in front: "1.5 GiB".
+pub fn size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (unit, scale) in UNITS {
+        if bytes >= scale {
+            return format!("{:.1} {unit}", bytes as f64 / scale as f64);
+        }
+    }
+    format!("{bytes} bytes")
 }

@@ -19,8 +19,9 @@ use rusqlite::Connection;
 use rusqlite::types::Value as Sql;
 use tempfile::TempDir;
 
+use crate::files::TextLimit;
 use crate::import::{self, Format};
-use crate::log::{COLUMNS, SCHEMA, SCHEMA_VERSION, Store, TextLimit};
+use crate::log::{COLUMNS, SCHEMA, SCHEMA_VERSION, Store};
 use crate::model::Log;
 use crate::policy::{Policy, PolicyBuilder};
 

@@ -13,9 +13,12 @@ pub mod export;
 pub mod files;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod hosts;
 pub mod import;
+pub mod keys;
 pub mod log;
 pub mod model;
+pub mod open;
 pub mod paths;
 pub mod policy;
 pub mod proxy;

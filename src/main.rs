@@ -1,6 +1,6 @@
 //! The `ctxlens` binary: parses arguments and dispatches, nothing more.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -493,15 +493,16 @@ fn main() -> ExitCode {
         ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
             .and_then(|choice| cli::replay::run(&log, session.as_deref(), &choice, json)),
         (None, Some(log))
-            if log.exists() && !cli::import::is_log(&log) && looks_importable(&log) =>
+            if log.exists() && !ctxlens::open::is_log(&log) && looks_importable(&log) =>
         {
-            cli::import::open(&log, args.follow, args.policy.as_deref())
+            ctxlens::open::transcript(&log, args.follow)
+                .and_then(|cached| inspect(&cached, &log, args.follow, args.policy.as_deref()))
         }
         (None, Some(log)) => {
             let configured = ctxlens::config::get()
                 .ok()
                 .and_then(|c| c.policy.file.as_deref());
-            ctxlens::tui::run(
+            inspect(
                 &log,
                 &log,
                 args.follow,
@@ -525,6 +526,16 @@ fn main() -> ExitCode {
     // Closed, the cache folds its write-ahead log back into its file.
     ctxlens::tokens::close_persistent_cache();
     cli::exit(result)
+}
+
+/// The inspector on the log at `path` (`shown` is what the user named).
+fn inspect(
+    path: &Path,
+    shown: &Path,
+    follow: bool,
+    policy: Option<&Path>,
+) -> anyhow::Result<cli::Outcome> {
+    ctxlens::tui::run(path, shown, follow, policy).map(|()| cli::Outcome::Done)
 }
 
 /// A panic's message can quote text from a log (a slice of it, say): it is

@@ -10,9 +10,46 @@ use serde::{Deserialize, Serialize};
 
 mod found;
 mod text;
+pub(crate) use text::saturate;
 pub use text::{
-    HELD_BYTES, Measure, READ_BATCH_BYTES, SharedSource, Source as TextSource, Text, batch_len,
+    HELD_BYTES, Hash, Measure, READ_BATCH_BYTES, SharedSource, Source as TextSource, Text,
+    batch_len, hash,
 };
+
+/// What a projection did with one event at a call (docs/contract.md §1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Verbatim,
+    Stubbed,
+    Truncated,
+    Summarized,
+    Pinned,
+    Dropped,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Verbatim => "verbatim",
+            Status::Stubbed => "stubbed",
+            Status::Truncated => "truncated",
+            Status::Summarized => "summarized",
+            Status::Pinned => "pinned",
+            Status::Dropped => "dropped",
+        }
+    }
+
+    /// Sent to the model in some form.
+    pub fn is_sent(self) -> bool {
+        !matches!(self, Status::Summarized | Status::Dropped)
+    }
+
+    /// Evicted: neither sent verbatim nor pinned.
+    pub fn is_evicted(self) -> bool {
+        !matches!(self, Status::Verbatim | Status::Pinned)
+    }
+}
 
 /// The kind of an event (docs/contract.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -13,11 +13,9 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::engine::Status;
-use crate::import::{Format, api};
-use crate::model::{Event, Kind, ModelCall, Summary};
+use crate::model::{Event, Kind, ModelCall, Status, Summary};
 
 /// How one event of a record stands to the history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,18 +161,14 @@ pub struct Sent {
 }
 
 impl Sent {
-    /// The record of `call` against `history` (the events the call saw),
-    /// with `summary` the summary the call names; `None` when the call has
-    /// no record.
-    pub fn of(
+    /// The record of `call`, read as `events`, against `history` (the
+    /// events the call saw), with `summary` the summary the call names.
+    pub fn new(
         call: &ModelCall,
+        events: Vec<Event>,
         history: &[Event],
         summary: Option<&Summary>,
-    ) -> Option<Result<Sent, String>> {
-        let events = match events_of(call)? {
-            Ok(events) => events,
-            Err(e) => return Some(Err(e)),
-        };
+    ) -> Sent {
         let found = find(history, &events);
         let (events, found) = if continues_response(call) {
             with_chain(history, events, found)
@@ -188,12 +182,12 @@ impl Sent {
                 at.entry(ix).or_insert(i);
             }
         }
-        Some(Ok(Sent {
+        Sent {
             events,
             found,
             at,
             summary,
-        }))
+        }
     }
 
     /// The record's text for the history event at `ix`, where it sends it.
@@ -260,46 +254,6 @@ fn summary_in(events: &[Event], found: &[Found], text: &str) -> Option<Range<usi
         i = end;
     }
     None
-}
-
-/// The events of `call`'s record: `rendered` read in the API its record
-/// names (or the one its messages look like), with the system prompt that
-/// API takes beside them. `None` when the call has no record.
-pub fn events_of(call: &ModelCall) -> Option<Result<Vec<Event>, String>> {
-    let rendered = call.rendered.as_deref()?;
-    let messages: Value = match serde_json::from_str(rendered) {
-        Ok(value) => value,
-        Err(e) => {
-            return Some(Err(format!(
-                "call {}: its record (rendered) is not JSON: {e}",
-                call.id
-            )));
-        }
-    };
-    let named = call.record.as_ref().map(|r| r.format.as_str());
-    let format = match named {
-        Some("openai-responses") => Format::OpenaiResponses,
-        Some("anthropic") => Format::Anthropic,
-        Some(_) => Format::OpenaiChat,
-        None => api::detect(&messages).unwrap_or(Format::OpenaiChat),
-    };
-    let system = call.record.as_ref().and_then(|r| r.system.as_deref());
-    let request = match (messages, format) {
-        (Value::Object(mut request), _) => {
-            if let Some(system) = system {
-                let key = if format == Format::OpenaiResponses {
-                    "instructions"
-                } else {
-                    "system"
-                };
-                request.entry(key).or_insert_with(|| json!(system));
-            }
-            Value::Object(request)
-        }
-        (messages, Format::OpenaiResponses) => json!({"input": messages, "instructions": system}),
-        (messages, _) => json!({"messages": messages, "system": system}),
-    };
-    Some(Ok(api::events_of(format, &request)))
 }
 
 /// One message as a comparison sees it: its role, its text normalised, and

@@ -20,7 +20,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Event, Text, batch_len};
+use crate::model::{Event, Text, batch_len, saturate};
+pub use crate::model::{Hash, hash};
 use store::Store;
 
 /// A tokenizer a policy can name (`budget.encoding`).
@@ -152,15 +153,6 @@ fn floor_boundary(text: &str, at: usize) -> usize {
         .rev()
         .find(|&at| text.is_char_boundary(at))
         .unwrap_or(text.len())
-}
-
-/// A 128-bit hash of a text: what its count is kept under.
-pub type Hash = u128;
-
-/// The hash a text's count is kept under (xxh3): two texts of a cache
-/// share one with a chance of about 2^-128 per pair.
-pub fn hash(text: &str) -> Hash {
-    xxhash_rust::xxh3::xxh3_128(text.as_bytes())
 }
 
 /// Counts by (encoding, content hash): kept in the persistent cache when
@@ -380,10 +372,6 @@ fn with_store<T>(f: impl FnOnce(&Store) -> rusqlite::Result<T>) -> Option<T> {
         *held = open_store();
     }
     None
-}
-
-pub(crate) fn saturate(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// Whether token counting may draw its progress bar: not under the

@@ -34,7 +34,7 @@ fn the_printed_file_reads_and_names_every_action() {
     let text = config::example();
     let config = config::parse(&text).unwrap();
     assert!(config.keymap.is_empty() && config.prices.is_empty());
-    for (action, keys, _) in ctxlens::tui::keymap::actions() {
+    for (action, keys, _) in ctxlens::keys::actions() {
         assert!(text.contains(&format!("# {action} = ")), "{action}");
         // What the file shows for an action, uncommented, reads as its keys.
         let line = format!("[keymap]\n{action} = {keys:?}\n");
@@ -44,10 +44,8 @@ fn the_printed_file_reads_and_names_every_action() {
             keys.iter().map(String::as_str).collect::<Vec<_>>()
         );
     }
-    let actions: std::collections::HashSet<_> = ctxlens::tui::keymap::actions()
-        .into_iter()
-        .map(|a| a.0)
-        .collect();
+    let actions: std::collections::HashSet<_> =
+        ctxlens::keys::actions().into_iter().map(|a| a.0).collect();
     assert_eq!(
         actions.len(),
         ctxlens::tui::keymap::KEYMAP.len(),

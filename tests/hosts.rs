@@ -54,13 +54,13 @@ fn codex_cuts_a_crossing_user_message_in_its_middle_as_codex_does() {
 
 #[test]
 fn codex_tells_the_initial_context_from_the_users_messages() {
-    assert!(codex::is_contextual(
+    assert!(ctxlens::hosts::codex::is_contextual(
         "# AGENTS.md instructions for project\n\n<INSTRUCTIONS>\ndo things\n</INSTRUCTIONS>"
     ));
-    assert!(codex::is_contextual(
+    assert!(ctxlens::hosts::codex::is_contextual(
         "<ENVIRONMENT_CONTEXT>cwd=/tmp</ENVIRONMENT_CONTEXT>"
     ));
-    assert!(!codex::is_contextual("real user message"));
+    assert!(!ctxlens::hosts::codex::is_contextual("real user message"));
 }
 
 #[test]

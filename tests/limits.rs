@@ -545,7 +545,7 @@ fn a_log_past_the_text_limit_is_refused_naming_the_row_and_the_limit() {
     assert!(out.stderr.is_empty(), "{out:?}");
     // The library says the same.
     let mut store = Store::open(&path).unwrap();
-    store.set_text_limit(ctxlens::log::TextLimit {
+    store.set_text_limit(ctxlens::files::TextLimit {
         bytes: 50_000,
         source: "a test".into(),
     });

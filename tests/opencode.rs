@@ -7,8 +7,9 @@ mod common;
 
 use common::*;
 use ctxlens::engine::Projected;
-use ctxlens::engine::presets::opencode::{Limits, StepTokens, estimate, is_overflow};
+use ctxlens::engine::presets::opencode::{StepTokens, estimate, is_overflow};
 use ctxlens::model::{Event, Kind, Usage};
+use ctxlens::policy::Limits;
 use ctxlens::policy::Opencode;
 
 fn opencode(sets: &[&str]) -> Opencode {

@@ -261,7 +261,8 @@ pub fn compare(
         let summary = call.summary_id.and_then(|id| session.summary(id));
         let sent = match &projected.sent {
             Some(sent) => Some(Ok(Arc::clone(sent))),
-            None => Sent::of(call, session.seen_by(call), summary).map(|r| r.map(Arc::new)),
+            None => crate::import::api::sent(call, session.seen_by(call), summary)
+                .map(|r| r.map(Arc::new)),
         };
         match sent {
             Some(Ok(sent)) => {

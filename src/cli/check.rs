@@ -4,13 +4,14 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::{Outcome, activity, print_json};
+use super::{Outcome, print_json};
 use crate::analysis::check::{check_log, schema_problem};
 use crate::display::escape_line;
+use crate::open::activity;
 use crate::say;
 
 pub fn run(path: &Path, as_json: bool) -> anyhow::Result<Outcome> {
-    let mut store = super::open(path)?;
+    let mut store = crate::open::open(path)?;
     let log = store.load()?;
     let activity = activity(&store, &log);
     let mut report = check_log(&log, &activity);

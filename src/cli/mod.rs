@@ -14,9 +14,6 @@ pub mod why;
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::log::Store;
-use crate::model::Log;
-
 /// How a command ended, short of an error.
 pub enum Outcome {
     /// Exit 0.
@@ -38,34 +35,6 @@ pub fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// Opens and loads a whole log.
-use anyhow::Context as _;
-
-pub fn load(path: &Path) -> anyhow::Result<Log> {
-    Ok(open(path)?.load()?)
-}
-
-/// The log at `path`; or, for another tool's transcript, its import in the
-/// user's cache (made again only when the transcript changed), whose
-/// errors name the transcript.
-pub fn open(path: &Path) -> anyhow::Result<Store> {
-    if path.exists() && !import::is_log(path) && crate::import::detect(path).is_ok() {
-        let cached = import::cached(path)?;
-        return Store::open(&cached)
-            .with_context(|| format!("{}: its import cannot be read", path.display()));
-    }
-    Ok(Store::open(path)?)
-}
-
-/// Each session's activity now (live, silent or ended), in the log's order.
-pub fn activity(store: &Store, log: &Log) -> Vec<crate::analysis::activity::Activity> {
-    let (now, written) = (crate::analysis::activity::now(), store.last_written());
-    log.sessions
-        .iter()
-        .map(|s| crate::analysis::activity::Activity::of(s, now, written))
-        .collect()
 }
 
 /// The policy a user chose with `--policy FILE` and `--set KEY=VALUE`.
@@ -109,20 +78,6 @@ pub fn policy_choice(
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     println!("{}", crate::display::to_json(value)?);
     Ok(())
-}
-
-/// 12345 as "12,345".
-pub fn thousands(n: impl Into<i128>) -> String {
-    let digits = n.into().to_string();
-    let (sign, digits) = digits.split_at(usize::from(digits.starts_with('-')));
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    format!("{sign}{out}")
 }
 
 /// `ctxlens config`: with `print`, a commented configuration to start from;

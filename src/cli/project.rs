@@ -4,13 +4,15 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{Outcome, load, print_json, thousands};
+use super::{Outcome, print_json};
 use crate::analysis::calibrate::{self, Note};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::display::escape_line;
+use crate::display::thousands;
 use crate::engine::Projection;
 use crate::export;
 use crate::import::Format;
+use crate::open::load;
 use crate::say;
 
 pub fn run(
@@ -44,7 +46,7 @@ pub fn run(
         anyhow::bail!("{}: no model call {call_id}; {range}", path.display());
     };
     if choice.record {
-        match crate::record::events_of(call) {
+        match crate::import::api::record_events(call) {
             None => anyhow::bail!(
                 "{}: model call {call_id} has no audit record (its rendered column is empty)",
                 path.display()

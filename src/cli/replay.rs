@@ -2,10 +2,12 @@
 
 use std::path::Path;
 
-use super::{Outcome, load, print_json, thousands};
+use super::{Outcome, print_json};
 use crate::analysis::replay::{Difference, replay};
 use crate::analysis::{PolicyChoice, ProjectionCache};
 use crate::display::escape_line;
+use crate::display::thousands;
+use crate::open::load;
 use crate::say;
 
 /// Replays of this many calls or more show a progress bar.

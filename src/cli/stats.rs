@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{Outcome, print_json, thousands};
+use super::{Outcome, print_json};
 use crate::analysis::activity::Activity;
 use crate::analysis::calibrate::{self, Calibration, Cause};
 use crate::analysis::check::{InFlight, check_log};
@@ -14,6 +14,7 @@ use crate::analysis::cost::{self, CallCost, Prices, SessionCost, dollars};
 use crate::analysis::replay::replay_session;
 use crate::analysis::{PolicyChoice, ProjectionCache};
 use crate::display::escape_line;
+use crate::display::thousands;
 use crate::model::{Kind, ModelCall, SessionLog, Text};
 use crate::policy::CostPolicy;
 use crate::say;
@@ -93,9 +94,9 @@ pub fn run(
     choice: &PolicyChoice,
     as_json: bool,
 ) -> anyhow::Result<Outcome> {
-    let mut store = super::open(path)?;
+    let mut store = crate::open::open(path)?;
     let log = store.load()?;
-    let activity = super::activity(&store, &log);
+    let activity = crate::open::activity(&store, &log);
     let in_flight = check_log(&log, &activity).in_flight;
     let mut cache = TokenCache::new();
     let mut projections = ProjectionCache::default();

@@ -2,11 +2,12 @@
 
 use std::path::Path;
 
-use super::{Outcome, load};
+use super::Outcome;
 use crate::analysis::PolicyChoice;
 use crate::analysis::summarize::{plan, run_command};
 use crate::display::escape_line;
 use crate::log::Writer;
+use crate::open::load;
 use crate::say;
 
 pub fn run(
@@ -15,7 +16,7 @@ pub fn run(
     session: Option<&str>,
     choice: &PolicyChoice,
 ) -> anyhow::Result<Outcome> {
-    if !super::import::is_log(path) && path.exists() {
+    if !crate::open::is_log(path) && path.exists() {
         anyhow::bail!(
             "{}: summarize writes to a log, and this is not one; import it first (`ctxlens import FORMAT {} -o LOG`)",
             path.display(),

@@ -2,10 +2,11 @@
 
 use std::path::Path;
 
-use super::{Outcome, load, print_json};
+use super::{Outcome, print_json};
 use crate::analysis::PolicyChoice;
 use crate::analysis::why::{Fact, Trace, trace};
 use crate::display::escape_line;
+use crate::open::load;
 use crate::say;
 
 /// The fact named by exactly one of --text, --regex and --seq.

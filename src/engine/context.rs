@@ -1,8 +1,9 @@
 //! The working context the reducers pass along: one slot per event a call saw.
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{CallError, ReducerName, Span, Stand, Status};
 use crate::model::{Event, Injection, Kind, ModelCall, SessionLog, Text};
@@ -47,11 +48,21 @@ pub(crate) struct Memo {
     /// Tokens of the placeholder for each span: a span holds for call after
     /// call, and comes again under the next policy.
     placeholders: Mutex<HashMap<Span, u64>>,
-    /// What codex found among the user messages, by its summary prefix:
-    /// read from the log by the first walk, not by every walk.
-    pub(crate) codex_messages: Mutex<HashMap<Box<str>, Arc<super::presets::codex::Messages>>>,
-    /// What executive found in the tool calls' arguments, likewise.
-    pub(crate) executive_read: Mutex<super::presets::executive::Read>,
+    /// What presets found in the log, read by the first walk rather than
+    /// by every walk: one of each type (see `Memo::found`).
+    found: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+}
+
+impl Memo {
+    /// What a preset found in the log and keeps for the walks after it, of
+    /// its own type `T`: shared by every walk over these counts.
+    pub(crate) fn found<T: Any + Default + Send + Sync>(&self) -> Arc<Mutex<T>> {
+        let mut found = (self.found.lock()).unwrap_or_else(PoisonError::into_inner);
+        let any = found
+            .entry(TypeId::of::<Mutex<T>>())
+            .or_insert_with(|| Arc::new(Mutex::new(T::default())));
+        Arc::clone(any).downcast().expect("kept under its own type")
+    }
 }
 
 /// How many distinct policy texts a `Counts` remembers; past that the oldest goes.

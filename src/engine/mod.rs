@@ -29,44 +29,10 @@ pub use render::{Item, Projection, Row};
 pub use text::{cut_text, sent_text};
 pub use trigger::seconds;
 
+pub use crate::model::Status;
 use crate::model::{self, Injection, ModelCall, SessionLog, Summary};
-use crate::policy::{Budget, Policy, Preset};
+use crate::policy::{Budget, Policy};
 use crate::record::Sent;
-
-/// What a projection did with one event at a call (docs/contract.md §1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Verbatim,
-    Stubbed,
-    Truncated,
-    Summarized,
-    Pinned,
-    Dropped,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Verbatim => "verbatim",
-            Status::Stubbed => "stubbed",
-            Status::Truncated => "truncated",
-            Status::Summarized => "summarized",
-            Status::Pinned => "pinned",
-            Status::Dropped => "dropped",
-        }
-    }
-
-    /// Sent to the model in some form.
-    pub fn is_sent(self) -> bool {
-        !matches!(self, Status::Summarized | Status::Dropped)
-    }
-
-    /// Evicted: neither sent verbatim nor pinned.
-    pub fn is_evicted(self) -> bool {
-        !matches!(self, Status::Verbatim | Status::Pinned)
-    }
-}
 
 /// The reducer that changed an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -280,7 +246,7 @@ impl<'a> Projected<'a> {
         At {
             turn: self.call.turn,
             newer: 0,
-            percent: presets::tiered::percent(&self.budget, self.before_summary),
+            percent: self.budget.percent(self.before_summary),
             stand: self.stand.and_then(|s| s.span(self.session)),
             version: self.summary().map(|s| s.version),
         }
@@ -400,7 +366,7 @@ fn run<'a>(
     let mut fired = Vec::new();
     let design = presets::of(policy.preset);
     let mut context = (design.project)(context, &budget, policy, state, carry, &mut fired);
-    if policy.preset != Preset::Recorded && !policy.pin.is_empty() {
+    if design.pins && !policy.pin.is_empty() {
         pin(&mut context, &policy.pin, carry);
     }
     carry.totals = context.totals();
@@ -409,10 +375,7 @@ fn run<'a>(
     let covers = |stand: Option<Stand>| stand?.span(session);
     let stand_moved =
         context.stand.is_some() && covers(context.stand) != covers(state.previous_stand);
-    let cut = matches!(
-        policy.preset,
-        Preset::Tiered | Preset::Structural | Preset::Opencode | Preset::ClaudeCode
-    ) && !fired.is_empty();
+    let cut = design.cuts && !fired.is_empty();
     let compacted = stand_moved || block_before != state.block_through || cut;
     if !fired.is_empty() {
         state.last_fired_ts = Some(call.ts.clone());

@@ -12,10 +12,11 @@
 //! so a carry holds nothing derived from it: whatever depends on the budget
 //! is decided again at every call.
 
+use std::any::Any;
+use std::fmt::Debug;
 use std::sync::Arc;
 
 use super::context::{Context, Counts, Slot};
-use super::presets::{block, claude_code, codex, executive, opencode, pipeline};
 use super::reducers::{Cover, Laid};
 use super::{Projected, State, run};
 use crate::model::{ModelCall, SessionLog};
@@ -51,19 +52,8 @@ pub struct Carry {
     pub(crate) restored: Vec<usize>,
     /// What stood for the oldest span.
     pub(crate) cover: Cover,
-    /// Tiered's phase, and whether structural has cut anything yet.
-    pub(crate) phase: u8,
-    pub(crate) trimmed: bool,
-    /// Tool results cleared so far (opencode's prune, claude-code's microcompact).
-    pub(crate) pruned: opencode::Cleared,
-    /// Whether the call before had no record (preset recorded), and why.
-    pub(crate) unrecorded: Option<super::Why>,
-    /// Executive's tally of the span compacted so far.
-    pub(crate) executive: Option<(super::Span, executive::Tally)>,
-    pub(crate) pipeline: pipeline::Carried,
-    pub(crate) block: block::Carried,
-    pub(crate) codex: codex::Carried,
-    pub(crate) claude_code: claude_code::Carried,
+    /// The preset's own reckoning (see `Carry::own`).
+    own: Own,
 }
 
 impl<'a> Projector<'a> {
@@ -134,5 +124,47 @@ impl<'a> Projector<'a> {
         carry.seen = seen;
         carry.slots = Arc::clone(&projected.slots);
         Ok(projected)
+    }
+}
+
+impl Carry {
+    /// The reckoning the preset carries from call to call, of its own type
+    /// `T`: what the call before left, or `T::default()` at the first call
+    /// (a carry serves one policy, so one preset, at a time).
+    pub(crate) fn own<T: Any + Clone + Debug + Default + Send + Sync>(&mut self) -> &mut T {
+        if !(self.own.0.as_deref()).is_some_and(|own| own.any().is::<T>()) {
+            self.own.0 = Some(Box::new(T::default()));
+        }
+        (self.own.0.as_deref_mut())
+            .and_then(|own| own.any_mut().downcast_mut())
+            .expect("just made of this type")
+    }
+}
+
+/// A preset's own reckoning, whatever its type.
+#[derive(Debug, Default)]
+struct Own(Option<Box<dyn Reckoning>>);
+
+impl Clone for Own {
+    fn clone(&self) -> Own {
+        Own(self.0.as_deref().map(Reckoning::boxed))
+    }
+}
+
+trait Reckoning: Debug + Send + Sync {
+    fn any(&self) -> &dyn Any;
+    fn any_mut(&mut self) -> &mut dyn Any;
+    fn boxed(&self) -> Box<dyn Reckoning>;
+}
+
+impl<T: Any + Clone + Debug + Send + Sync> Reckoning for T {
+    fn any(&self) -> &dyn Any {
+        self
+    }
+    fn any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn boxed(&self) -> Box<dyn Reckoning> {
+        Box::new(self.clone())
     }
 }

@@ -9,9 +9,8 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
 use super::{ABSENT, Counts, Draft, EventExtra, Format, Import, rfc3339, text_of};
-use crate::engine::Status;
-use crate::model::{Event, Kind, Record, Summary, Usage};
-use crate::record::Found;
+use crate::model::{Event, Kind, ModelCall, Record, Status, Summary, Usage};
+use crate::record::{Found, Sent};
 
 /// Which API a JSON document is in, from its keys.
 pub fn detect(value: &Value) -> anyhow::Result<Format> {
@@ -477,6 +476,57 @@ fn append(draft: &mut Draft, event: &Event, ts: &str) {
             );
         }
     }
+}
+
+/// The events of `call`'s record: `rendered` read in the API its record
+/// names (or the one its messages look like), with the system prompt that
+/// API takes beside them. `None` when the call has no record.
+pub fn record_events(call: &ModelCall) -> Option<Result<Vec<Event>, String>> {
+    let rendered = call.rendered.as_deref()?;
+    let messages: Value = match serde_json::from_str(rendered) {
+        Ok(value) => value,
+        Err(e) => {
+            return Some(Err(format!(
+                "call {}: its record (rendered) is not JSON: {e}",
+                call.id
+            )));
+        }
+    };
+    let named = call.record.as_ref().map(|r| r.format.as_str());
+    let format = match named {
+        Some("openai-responses") => Format::OpenaiResponses,
+        Some("anthropic") => Format::Anthropic,
+        Some(_) => Format::OpenaiChat,
+        None => detect(&messages).unwrap_or(Format::OpenaiChat),
+    };
+    let system = call.record.as_ref().and_then(|r| r.system.as_deref());
+    let request = match (messages, format) {
+        (Value::Object(mut request), _) => {
+            if let Some(system) = system {
+                let key = if format == Format::OpenaiResponses {
+                    "instructions"
+                } else {
+                    "system"
+                };
+                request.entry(key).or_insert_with(|| json!(system));
+            }
+            Value::Object(request)
+        }
+        (messages, Format::OpenaiResponses) => json!({"input": messages, "instructions": system}),
+        (messages, _) => json!({"messages": messages, "system": system}),
+    };
+    Some(Ok(events_of(format, &request)))
+}
+
+/// The record of `call` read back against `history` (the events the call
+/// saw), with `summary` the summary the call names; `None` when the call
+/// has no record.
+pub fn sent(
+    call: &ModelCall,
+    history: &[Event],
+    summary: Option<&Summary>,
+) -> Option<Result<Sent, String>> {
+    Some(record_events(call)?.map(|events| Sent::new(call, events, history, summary)))
 }
 
 /// The events a request's system prompt and messages make, in order.

@@ -11,7 +11,6 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::{ABSENT, Counts, EventExtra, Import, json_lines, text_of};
-use crate::engine::presets::codex as codex_preset;
 use crate::model::Kind;
 use crate::policy::Policy;
 
@@ -211,7 +210,7 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
                     draft.summary(end, text, &ts, Some("codex compaction".into()));
                     // What Codex keeps of the span: its initial context and newest user messages.
                     let events = &draft.events[..end as usize];
-                    draft.kept = codex_preset::kept(events, &Policy::default().codex)
+                    draft.kept = crate::hosts::codex::kept(events, &Policy::default().codex)
                         .into_iter()
                         .map(|(ix, cut)| (ix as i64 + 1, cut.is_some()))
                         .collect();

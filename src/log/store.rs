@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, Row};
 
-use super::{LogError, Result, TextLimit, check_schema, precheck, sqlite_err};
+use super::{LogError, Result, check_schema, precheck, sqlite_err};
+use crate::files::TextLimit;
 use crate::model::{
     ArcStr, Event, HELD_BYTES, Kind, LoadNote, Log, ModelCall, Opening, Record, Session,
     SessionLog, SharedSource, Summary, Text, TextSource, Usage,

@@ -11,8 +11,6 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::tokens::{self, Hash, saturate};
-
 /// Where stored texts are read back from: a log file opened read-only.
 pub trait Source: Send + Sync {
     /// `f` on the text of each of the rows `rowids`, with its position in
@@ -26,6 +24,20 @@ pub trait Source: Send + Sync {
 /// A source as the texts read from it share it: one thin pointer each, as
 /// a long log holds many texts.
 pub type SharedSource = Arc<Box<dyn Source>>;
+
+/// A 128-bit hash of a text: what its token counts are kept under.
+pub type Hash = u128;
+
+/// The hash a text's token counts are kept under (xxh3): two texts of a cache
+/// share one with a chance of about 2^-128 per pair.
+pub fn hash(text: &str) -> Hash {
+    xxhash_rust::xxh3::xxh3_128(text.as_bytes())
+}
+
+/// `n` as a `u32`, the largest one where it does not fit.
+pub(crate) fn saturate(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
 
 /// An event's text: held, or stored in a log and read back when wanted.
 #[derive(Clone)]
@@ -55,7 +67,7 @@ const _: () = assert!(std::mem::size_of::<Stored>() <= 56);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C, packed(8))]
 pub struct Measure {
-    /// The hash its token counts are kept under (see `tokens::hash`).
+    /// The hash its token counts are kept under (see `hash`).
     pub hash: Hash,
     /// The hash of the text without the whitespace around it (its low 64
     /// bits: what record matching keys on, with the event's kind).
@@ -71,7 +83,7 @@ pub struct Measure {
 
 impl Measure {
     pub fn of(text: &str) -> Measure {
-        let hash = tokens::hash(text);
+        let hash = self::hash(text);
         let trimmed = text.trim();
         // One pass over the bytes: those that start a character, those
         // that start one outside the basic plane, and line ends, counted
@@ -98,7 +110,7 @@ impl Measure {
             trimmed: if trimmed.len() == text.len() {
                 hash as u64
             } else {
-                tokens::hash(trimmed) as u64
+                self::hash(trimmed) as u64
             },
             bytes: saturate(text.len()),
             chars,
@@ -213,10 +225,10 @@ impl Text {
         }
     }
 
-    /// The hash its token counts are kept under (see `tokens::hash`).
+    /// The hash its token counts are kept under (see `hash`).
     pub fn hash(&self) -> Hash {
         match &self.0 {
-            Repr::Held(text) => tokens::hash(text),
+            Repr::Held(text) => hash(text),
             Repr::Stored(stored) => stored.measure.hash,
         }
     }
@@ -243,7 +255,7 @@ impl Stored {
     /// The text read back, or a line saying why it is not the text loaded.
     fn check(&self, read: Result<&str, String>) -> String {
         match read {
-            Ok(text) if tokens::hash(text) == { self.measure.hash } => text.to_string(),
+            Ok(text) if hash(text) == { self.measure.hash } => text.to_string(),
             Ok(_) => format!(
                 "[ctxlens: the text of row {} of {} changed after it was loaded]",
                 self.rowid,

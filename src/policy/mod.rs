@@ -91,19 +91,35 @@ impl Preset {
             return self.honours_markers();
         }
         let table = key.split_once('.').map_or("", |(table, _)| table);
-        let design = crate::engine::presets::of(self);
         table.is_empty()
             || table == "budget"
             || table == "cost"
             || (table == "pin" && self != Preset::Recorded)
             || table == self.name()
-            || design.reads.contains(&table)
+            || self.tables().contains(&table)
+    }
+
+    /// The policy tables it reads besides `budget`, `cost`, `pin` and its own.
+    fn tables(self) -> &'static [&'static str] {
+        match self {
+            Preset::Pipeline => &["tool_results", "window", "summary", "trigger"],
+            Preset::Opencode | Preset::Codex | Preset::ClaudeCode => &["summary"],
+            Preset::Adaptive
+            | Preset::PreserveUser
+            | Preset::TokenFraction
+            | Preset::RecentTurns
+            | Preset::Executive => &["summary", "trigger"],
+            Preset::Tiered | Preset::Structural | Preset::Block | Preset::Recorded => &[],
+        }
     }
 
     /// Whether this preset compacts at the log's `compaction` markers
     /// (while `trigger.on_request` is true).
     pub fn honours_markers(self) -> bool {
-        crate::engine::presets::of(self).markers
+        !matches!(
+            self,
+            Preset::Tiered | Preset::Structural | Preset::Block | Preset::Recorded
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -409,6 +425,63 @@ pub enum Variant {
     Current,
 }
 
+/// The model's limits as OpenCode reads them: context window (0: unknown),
+/// input limit (0: none), output limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub context: u64,
+    pub input: u64,
+    pub output: u64,
+}
+
+impl Limits {
+    pub fn of(policy: &Policy) -> Limits {
+        let o = &policy.opencode;
+        Limits {
+            context: policy.budget.context_window,
+            input: policy.budget.input_limit,
+            output: match o.output_limit {
+                0 => policy.budget.output_reserve,
+                limit => limit,
+            },
+        }
+    }
+
+    /// min(output limit, cap), or the cap when the limit is 0.
+    fn max_output(self, o: &Opencode) -> u64 {
+        match self.output {
+            0 => o.output_cap,
+            limit => limit.min(o.output_cap),
+        }
+    }
+
+    /// The usable input budget under `o.variant` (a context window of 0,
+    /// unknown, has no limit).
+    pub fn usable(self, o: &Opencode) -> u64 {
+        if self.context == 0 {
+            return u64::MAX / 4;
+        }
+        let max_output = self.max_output(o);
+        match o.variant {
+            Variant::Seed if self.input > 0 => self.input,
+            Variant::Seed => self.context.saturating_sub(max_output),
+            Variant::Current => {
+                let reserved = match o.reserved {
+                    0 => max_output.min(20_000),
+                    n => n,
+                };
+                match self.input {
+                    0 => self
+                        .context
+                        .saturating_sub(max_output)
+                        .saturating_sub(reserved),
+                    input => input.saturating_sub(reserved),
+                }
+            }
+        }
+    }
+}
+
 impl PolicyError {
     /// The error with where its key is in the file `text` (line and column
     /// of the key's last part, assigned on a line of its own).
@@ -505,13 +578,13 @@ impl Policy {
 
     /// The usable and target budgets (docs/contract.md §3 and the README, Budget),
     /// measured with the keys' line only (no fit).
-    /// The opencode preset has its own, as OpenCode does (see its `Limits`),
+    /// The opencode preset has its own, as OpenCode does (see `Limits`),
     /// and no safety margin.
     pub fn budget(&self) -> Budget {
         let b = &self.budget;
         let opencode = self.preset == Preset::Opencode;
         let usable = if opencode {
-            crate::engine::presets::opencode::Limits::of(self).usable(&self.opencode)
+            Limits::of(self).usable(&self.opencode)
         } else if b.input_limit > 0 {
             b.input_limit
         } else {
@@ -551,6 +624,13 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// How full a context of `tokens` (estimated) is against the target, in
+    /// percent.
+    pub fn percent(&self, tokens: u64) -> u64 {
+        let ratio = self.provider(tokens) as f64 / self.target.max(1) as f64;
+        (ratio * 100.0) as u64
+    }
+
     /// What the provider would count of a whole context estimated at `estimate`.
     pub fn provider(&self, estimate: u64) -> u64 {
         (self.unseen_prefix + self.token_ratio * estimate as f64).round() as u64

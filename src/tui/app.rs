@@ -12,60 +12,7 @@ use crate::model::{Injection, Log, ModelCall, SessionLog};
 use crate::policy::{Budget, Policy};
 use crate::record::{Change, Message, Sent};
 
-/// What a key or mouse action asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Control {
-    Up,
-    Down,
-    PageUp,
-    PageDown,
-    Top,
-    Bottom,
-    NextCall,
-    PrevCall,
-    NextTurn,
-    PrevTurn,
-    SwitchPane,
-    Detail,
-    Search,
-    SearchBack,
-    NextMatch,
-    PrevMatch,
-    Jump,
-    Sessions,
-    Follow,
-    Edit,
-    Diff,
-    Compare,
-    Record,
-    Copy,
-    Pager,
-    EditFile,
-    Filter,
-    Message,
-    Why,
-    Help,
-    Back,
-    Quit,
-    /// A character typed into a prompt.
-    Type(char),
-    Erase,
-    /// Delete: the character under the cursor.
-    Delete,
-    /// Ctrl-W: the word before the cursor; Ctrl-U: all before it.
-    EraseWord,
-    EraseLine,
-    /// The cursor in a prompt: Left, Right, Home (Ctrl-A), End (Ctrl-E).
-    CursorLeft,
-    CursorRight,
-    Home,
-    End,
-    Confirm,
-    /// Mouse: scroll in the pane under (column, row).
-    ScrollAt(u16, u16, bool),
-    /// Mouse: select the row under (column, row).
-    ClickAt(u16, u16),
-}
+pub use crate::keys::Control;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pane {
@@ -762,7 +709,7 @@ impl App {
                     let record = call.rendered.is_some().then(|| {
                         let summary = call.summary_id.and_then(|id| session.summary(id));
                         let projected = p.messages(&policy);
-                        match Sent::of(call, session.seen_by(call), summary) {
+                        match crate::import::api::sent(call, session.seen_by(call), summary) {
                             Some(Ok(sent)) => {
                                 let recorded = record_messages(session, &sent);
                                 let changes = crate::record::compare(&recorded, &projected);

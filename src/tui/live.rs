@@ -119,7 +119,7 @@ impl Tail {
     /// whether anything new arrived; an error leaves the app as it was.
     pub fn apply(&mut self, app: &mut App) -> Result<bool, LogError> {
         let changed = self.look(app);
-        app.activity = crate::cli::activity(&self.store, &app.log);
+        app.activity = crate::open::activity(&self.store, &app.log);
         changed
     }
 

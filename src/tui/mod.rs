@@ -21,7 +21,6 @@ use ratatui::crossterm::event::{
 };
 use ratatui::crossterm::execute;
 
-use crate::cli::Outcome;
 use crate::log::Store;
 use app::{App, Control, Mode};
 use live::{Msg, Tail};
@@ -35,12 +34,7 @@ const POLL: Duration = Duration::from_secs(1);
 /// cannot be read once the screen is given back; the terminal is restored
 /// on every way out. `shown` is the file the user named: the log, or the
 /// transcript whose import in the cache `path` is.
-pub fn run(
-    path: &Path,
-    shown: &Path,
-    follow: bool,
-    policy: Option<&Path>,
-) -> anyhow::Result<Outcome> {
+pub fn run(path: &Path, shown: &Path, follow: bool, policy: Option<&Path>) -> anyhow::Result<()> {
     let mut store = Store::open(path)?;
     let load = |store: &mut Store| -> anyhow::Result<Arc<crate::model::Log>> {
         let log = store.load()?;
@@ -65,7 +59,7 @@ pub fn run(
     terminal.draw(|frame| render::loading(frame, &shown.display().to_string()))?;
     let (tx, rx) = mpsc::channel();
     let started = load(&mut store).and_then(|log| {
-        let activity = crate::cli::activity(&store, &log);
+        let activity = crate::open::activity(&store, &log);
         let tail = Tail::start(path, store, tx.clone(), policy)?;
         Ok((log, activity, tail))
     });
@@ -116,7 +110,7 @@ pub fn run(
     let result = event_loop(&mut terminal, app, tail, rx, (follow, policy), &paused);
     let _ = execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::try_restore()?;
-    result.map(|()| Outcome::Done)
+    result
 }
 
 fn event_loop(

@@ -1665,5 +1665,5 @@ fn draw_sessions(frame: &mut Frame, app: &App, sel: usize, theme: Theme) {
 }
 
 fn thousands(n: u64) -> String {
-    crate::cli::thousands(n)
+    crate::display::thousands(n)
 }

@@ -59,7 +59,7 @@ pub fn project<'a>(
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let b = &policy.block;
-    let mut own = std::mem::take(&mut carry.block);
+    let mut own: Carried = std::mem::take(carry.own());
     extend_runs(&ctx, carry.seen, &mut own.runs);
     forget_answered(&ctx, carry.seen, &mut own.compacted);
     if let Some(middle) = own.middle.take() {
@@ -84,7 +84,7 @@ pub fn project<'a>(
     }
     // What compaction is measured against: the raw context.
     ctx.before_summary = ctx.raw_total();
-    carry.block = own;
+    *carry.own() = own;
     ctx
 }
 

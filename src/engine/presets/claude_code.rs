@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::{count_before, drop_markers, follow_marker};
+use super::{Cleared, count_before, drop_markers, follow_marker};
 use crate::engine::context::{Context, Why};
 use crate::engine::reducers::apply_cover;
 use crate::engine::split::take_cover;
@@ -42,6 +42,8 @@ pub fn threshold(policy: &Policy) -> u64 {
 pub struct Carried {
     host: Vec<(usize, Time)>,
     now: Option<Time>,
+    /// Tool results cleared so far.
+    pruned: Cleared,
 }
 
 type Time = chrono::DateTime<chrono::FixedOffset>;
@@ -75,7 +77,8 @@ pub fn project<'a>(
     // moved, unless the clock went back (what the host cleared then may not
     // be cleared now).
     let now = chrono::DateTime::parse_from_rfc3339(&ctx.call.ts).ok();
-    let before = carry.claude_code.now;
+    let mut own: Carried = std::mem::take(carry.own());
+    let before = own.now;
     let (cover, from) = take_cover(&ctx, state, policy, &mut carry.cover);
     if before.is_some() && (now.is_none() || now < before) {
         ctx.redo_from(0);
@@ -86,13 +89,13 @@ pub fn project<'a>(
     if c.microcompact && idle(&ctx, state, c) {
         microcompact(&ctx, c, state, fired);
     }
-    let host = &mut carry.claude_code.host;
+    let host = &mut own.host;
     for ix in carry.seen..n {
         if let Some(at) = cleared_at(&ctx.events[ix]) {
             host.push((ix, at));
         }
     }
-    let new = carry.pruned.take_new(&state.pruned);
+    let new = own.pruned.take_new(&state.pruned);
     let honour = policy.trigger.on_request;
     clear(&mut ctx, c, state, honour.then_some(host.as_slice()), now);
     // Results cleared since the call before, among the settled slots.
@@ -124,7 +127,8 @@ pub fn project<'a>(
         };
         ctx.set(ix, Status::Stubbed, ReducerName::Microcompact, why, tokens);
     }
-    carry.claude_code.now = now;
+    own.now = now;
+    *carry.own() = own;
     ctx
 }
 

@@ -52,7 +52,7 @@ fn state_first(
         _ => {
             // A split moves forward from the same start: the tally of the
             // span before goes on with the events since.
-            let (from, tally) = match carry.executive.take() {
+            let (from, tally) = match carry.own::<Carried>().take() {
                 Some((at, tally)) if at.from_seq == span.from_seq && at.to_seq <= span.to_seq => {
                     (at.to_seq + 1, tally)
                 }
@@ -60,7 +60,7 @@ fn state_first(
             };
             let tally = tally.go_on(ctx, from, span.to_seq);
             let text = tally.text(span);
-            carry.executive = Some((span, tally));
+            *carry.own() = Some((span, tally));
             text
         }
     };
@@ -70,6 +70,9 @@ fn state_first(
 
 /// What the tool calls of a span say: the newest plan's progress, the
 /// working files (most recent last), and how often each tool was called.
+/// The tally of the span compacted so far.
+type Carried = Option<(Span, Tally)>;
+
 #[derive(Clone, Debug, Default)]
 pub struct Tally {
     plan: Option<String>,
@@ -163,8 +166,11 @@ pub struct Read {
 /// kept.
 fn said(ctx: &Context, calls: &[usize], range: Range<usize>) -> Vec<Said> {
     // What is held stays whole whatever panicked meanwhile.
+    let found = ctx.counts.memo.found::<Read>();
     let memo = || {
-        (ctx.counts.memo.executive_read.lock()).unwrap_or_else(std::sync::PoisonError::into_inner)
+        found
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     };
     let through = memo().through;
     let (known, unread) = calls.split_at(calls.partition_point(|&ix| ix < through));

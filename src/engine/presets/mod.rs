@@ -1,6 +1,6 @@
 //! The presets, a file apiece, each through one interface: a [`Design`]
-//! names its preset, the policy tables it reads (its own, named after it,
-//! and `budget`, besides), and how it projects one call: from the call's
+//! names its preset, whether what it fires cuts and whether pins apply,
+//! and how it projects one call: from the call's
 //! context, its budget, the policy and the state the session's earlier
 //! calls left, to the context with every event's disposition, naming the
 //! triggers that fired. Adding a host is adding a file and a row below.
@@ -43,49 +43,53 @@ pub type Project = for<'a> fn(
 /// One preset.
 pub struct Design {
     pub preset: Preset,
-    /// The policy tables it reads besides `budget` and its own.
-    pub reads: &'static [&'static str],
-    /// Whether it follows the log's `compaction` markers (`trigger.on_request`).
-    pub markers: bool,
     pub project: Project,
+    /// Whether a trigger it fires is a compaction by itself (it cut
+    /// something), besides a new summary or block.
+    pub cuts: bool,
+    /// Whether the policy's pins apply.
+    pub pins: bool,
 }
 
-const fn design(
-    preset: Preset,
-    reads: &'static [&'static str],
-    markers: bool,
-    project: Project,
-) -> Design {
+const fn design(preset: Preset, project: Project) -> Design {
     Design {
         preset,
-        reads,
-        markers,
         project,
+        cuts: false,
+        pins: true,
     }
 }
 
-const SPLIT: &[&str] = &["summary", "trigger"];
-
 /// Every preset, in the order `Preset::NAMES` lists them.
 pub const DESIGNS: [Design; 13] = [
-    design(
-        Preset::Pipeline,
-        &["tool_results", "window", "summary", "trigger"],
-        true,
-        pipeline::project,
-    ),
-    design(Preset::Opencode, &["summary"], true, opencode::project),
-    design(Preset::Tiered, &[], false, tiered::project),
-    design(Preset::Structural, &[], false, structural::project),
-    design(Preset::Adaptive, SPLIT, true, adaptive::project),
-    design(Preset::Block, &[], false, block::project),
-    design(Preset::PreserveUser, SPLIT, true, preserve_user::project),
-    design(Preset::TokenFraction, SPLIT, true, token_fraction::project),
-    design(Preset::RecentTurns, SPLIT, true, recent_turns::project),
-    design(Preset::Executive, SPLIT, true, executive::project),
-    design(Preset::Recorded, &[], false, recorded::project),
-    design(Preset::Codex, &["summary"], true, codex::project),
-    design(Preset::ClaudeCode, &["summary"], true, claude_code::project),
+    design(Preset::Pipeline, pipeline::project),
+    Design {
+        cuts: true,
+        ..design(Preset::Opencode, opencode::project)
+    },
+    Design {
+        cuts: true,
+        ..design(Preset::Tiered, tiered::project)
+    },
+    Design {
+        cuts: true,
+        ..design(Preset::Structural, structural::project)
+    },
+    design(Preset::Adaptive, adaptive::project),
+    design(Preset::Block, block::project),
+    design(Preset::PreserveUser, preserve_user::project),
+    design(Preset::TokenFraction, token_fraction::project),
+    design(Preset::RecentTurns, recent_turns::project),
+    design(Preset::Executive, executive::project),
+    Design {
+        pins: false,
+        ..design(Preset::Recorded, recorded::project)
+    },
+    design(Preset::Codex, codex::project),
+    Design {
+        cuts: true,
+        ..design(Preset::ClaudeCode, claude_code::project)
+    },
 ];
 
 /// The design of `preset`.
@@ -174,5 +178,26 @@ fn drop_markers(ctx: &mut Context) {
         if ctx.events[ix].kind == Kind::Compaction && ctx.slots[ix].status == Status::Verbatim {
             ctx.set(ix, Status::Dropped, ReducerName::Marker, Why::Marker, 0);
         }
+    }
+}
+
+/// How far the list of cleared results went at a call: its length and its
+/// last entry.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cleared(usize, Option<(i64, i64)>);
+
+impl Cleared {
+    /// The entries of `now` (the list at this call) cleared since the call
+    /// before, which `now` then stands for: the list, sorted by seq, only
+    /// grows, mostly past its end; when an entry came in before it, every
+    /// entry is taken for new.
+    pub(crate) fn take_new(&mut self, now: &[(i64, i64)]) -> Vec<(i64, i64)> {
+        let Cleared(len, last) = *self;
+        let new = match len.checked_sub(1).map(|at| now.get(at).copied()) {
+            Some(at) if at == last => &now[len..],
+            _ => now,
+        };
+        *self = Cleared(now.len(), now.last().copied());
+        new.to_vec()
     }
 }

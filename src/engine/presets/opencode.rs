@@ -11,13 +11,13 @@
 use std::sync::Arc;
 
 pub use super::estimate;
-use super::follow_marker;
+use super::{Cleared, follow_marker};
 use crate::engine::context::{Context, Why};
 use crate::engine::reducers::apply_cover;
 use crate::engine::split::take_cover;
 use crate::engine::{Carry, ReducerName, Span, State, Status};
 use crate::model::{Event, Injection, Kind, ModelCall};
-use crate::policy::{Budget, Opencode, Policy, Variant};
+use crate::policy::{Budget, Limits, Opencode, Policy, Variant};
 
 /// What the host asks the model when it compacts: how a marker is sent.
 pub const MARKER_QUESTION: &str = "What did we do so far?";
@@ -29,62 +29,6 @@ pub struct StepTokens {
     pub output: u64,
     pub cache_read: u64,
     pub cache_write: u64,
-}
-
-/// The model's limits: context window (0: unknown), input limit (0: none), output limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    pub context: u64,
-    pub input: u64,
-    pub output: u64,
-}
-
-impl Limits {
-    pub fn of(policy: &Policy) -> Limits {
-        let o = &policy.opencode;
-        Limits {
-            context: policy.budget.context_window,
-            input: policy.budget.input_limit,
-            output: match o.output_limit {
-                0 => policy.budget.output_reserve,
-                limit => limit,
-            },
-        }
-    }
-
-    /// min(output limit, cap), or the cap when the limit is 0.
-    fn max_output(self, o: &Opencode) -> u64 {
-        match self.output {
-            0 => o.output_cap,
-            limit => limit.min(o.output_cap),
-        }
-    }
-
-    /// The usable input budget under `o.variant` (a context window of 0,
-    /// unknown, has no limit).
-    pub fn usable(self, o: &Opencode) -> u64 {
-        if self.context == 0 {
-            return u64::MAX / 4;
-        }
-        let max_output = self.max_output(o);
-        match o.variant {
-            Variant::Seed if self.input > 0 => self.input,
-            Variant::Seed => self.context.saturating_sub(max_output),
-            Variant::Current => {
-                let reserved = match o.reserved {
-                    0 => max_output.min(20_000),
-                    n => n,
-                };
-                match self.input {
-                    0 => self
-                        .context
-                        .saturating_sub(max_output)
-                        .saturating_sub(reserved),
-                    input => input.saturating_sub(reserved),
-                }
-            }
-        }
-    }
 }
 
 /// Whether a completed step with `tokens` overflows (OpenCode's `isOverflow`).
@@ -136,7 +80,7 @@ pub fn project<'a>(
     // moved; outputs pruned since are cleared where they are.
     let (cover, from) = take_cover(&ctx, state, policy, &mut carry.cover);
     ctx.redo_from(ctx.pairs_from(from));
-    let new = carry.pruned.take_new(&state.pruned);
+    let new = carry.own::<Cleared>().take_new(&state.pruned);
     ctx = apply_cover(ctx, cover);
     if state.split.is_some() {
         ctx.around.role = "assistant";
@@ -177,27 +121,6 @@ pub fn project<'a>(
         }
     }
     ctx
-}
-
-/// How far the list of cleared results went at a call: its length and its
-/// last entry.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Cleared(usize, Option<(i64, i64)>);
-
-impl Cleared {
-    /// The entries of `now` (the list at this call) cleared since the call
-    /// before, which `now` then stands for: the list, sorted by seq, only
-    /// grows, mostly past its end; when an entry came in before it, every
-    /// entry is taken for new.
-    pub(crate) fn take_new(&mut self, now: &[(i64, i64)]) -> Vec<(i64, i64)> {
-        let Cleared(len, last) = *self;
-        let new = match len.checked_sub(1).map(|at| now.get(at).copied()) {
-            Some(at) if at == last => &now[len..],
-            _ => now,
-        };
-        *self = Cleared(now.len(), now.last().copied());
-        new.to_vec()
-    }
 }
 
 fn own(hook: &str, content: &str) -> Injection {

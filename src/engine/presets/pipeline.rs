@@ -42,7 +42,7 @@ pub fn project<'a>(
         window,
         mut results,
         mut runs,
-    } = std::mem::take(&mut carry.pipeline);
+    } = std::mem::take(carry.own());
     // Retention and the window, on the slots the call before left them,
     // made again for the new events and the few earlier ones whose place
     // they may have changed: results that expired, turns the window left
@@ -100,7 +100,7 @@ pub fn project<'a>(
     ctx.never_evict = base.never_evict;
     ctx.before_summary = base.event_tokens();
     carry.cover = cover;
-    carry.pipeline = Carried {
+    *carry.own() = Carried {
         base_totals: base.totals(),
         never_evict: base.never_evict,
         base: base.slots,

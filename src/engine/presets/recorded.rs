@@ -10,7 +10,11 @@ use std::sync::Arc;
 use crate::engine::context::{Context, Why};
 use crate::engine::{CallError, Carry, ReducerName, Stand, State, Status};
 use crate::policy::{Budget, Policy};
-use crate::record::{Found, Sent};
+use crate::record::Found;
+
+/// Whether the call before had no record, and why.
+#[derive(Clone, Copy, Debug, Default)]
+struct Unrecorded(Option<Why>);
 
 pub fn project<'a>(
     mut ctx: Context<'a>,
@@ -25,11 +29,15 @@ pub fn project<'a>(
     ctx.before_summary = ctx.raw_total();
     // A record is its call's own: the call before's slots stand only where
     // it had none for the same reason, and neither has this one.
-    let unrecorded = carry.unrecorded.take();
+    let Unrecorded(unrecorded) = std::mem::take(carry.own());
     let summary = call
         .summary_id
         .and_then(|id| ctx.session.summaries.iter().position(|s| s.id == id));
-    let sent = match Sent::of(call, ctx.events, summary.map(|s| &ctx.session.summaries[s])) {
+    let sent = match crate::import::api::sent(
+        call,
+        ctx.events,
+        summary.map(|s| &ctx.session.summaries[s]),
+    ) {
         Some(Ok(sent)) => sent,
         unread => {
             let (kind, message, why) = match unread {
@@ -50,7 +58,7 @@ pub fn project<'a>(
             for ix in ctx.settled..ctx.events.len() {
                 ctx.set(ix, Status::Dropped, ReducerName::Recorded, why, 0);
             }
-            carry.unrecorded = Some(why);
+            *carry.own() = Unrecorded(Some(why));
             return ctx;
         }
     };

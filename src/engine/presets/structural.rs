@@ -9,6 +9,10 @@ use crate::engine::{Carry, ReducerName, State};
 use crate::model::Kind;
 use crate::policy::{Budget, Policy};
 
+/// Whether anything was cut yet.
+#[derive(Clone, Copy, Debug, Default)]
+struct Trimmed(bool);
+
 pub fn project<'a>(
     mut ctx: Context<'a>,
     _: &Budget,
@@ -22,6 +26,7 @@ pub fn project<'a>(
     // An event is cut by its own length alone: only those that left the
     // keep window since the call before are looked at.
     let from = keep_window_start(&ctx, carry.seen, s.keep_recent);
+    let Trimmed(mut trimmed) = *carry.own();
     let to = keep_window_start(&ctx, ctx.events.len(), s.keep_recent);
     for ix in from..to {
         let chars = u64::from(ctx.counts.chars[ix]);
@@ -31,7 +36,7 @@ pub fn project<'a>(
                     keep_recent: s.keep_recent.into(),
                     limit: s.tool_result_chars.into(),
                 };
-                carry.trimmed |= elide(&mut ctx, ix, ReducerName::Structural, why);
+                trimmed |= elide(&mut ctx, ix, ReducerName::Structural, why);
             }
             Kind::Assistant if chars > s.narrative_chars => {
                 let why = Why::Structural {
@@ -44,13 +49,14 @@ pub fn project<'a>(
                     ReducerName::Structural,
                     why,
                 );
-                carry.trimmed = true;
+                trimmed = true;
             }
             _ => {}
         }
     }
     // The prober's gate: a pass that would change nothing is not a compaction.
-    if carry.trimmed {
+    *carry.own() = Trimmed(trimmed);
+    if trimmed {
         fired.push("structural");
     }
     ctx

@@ -9,6 +9,10 @@ use crate::engine::{Carry, ReducerName, State};
 use crate::model::Kind;
 use crate::policy::{Budget, Policy};
 
+/// The phase the call before was in (0: none yet).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Phase(u8);
+
 pub fn project<'a>(
     mut ctx: Context<'a>,
     budget: &Budget,
@@ -32,13 +36,13 @@ pub fn project<'a>(
     };
     // In the same phase as the call before, older events keep what they
     // were given: only those that left the keep window since are looked at.
-    let start = if phase == carry.phase {
+    let start = if Phase(phase) == *carry.own::<Phase>() {
         keep_window_start(&ctx, carry.seen, t.keep_recent)
     } else {
         ctx.redo_from(0);
         ctx.first_dialogue()
     };
-    carry.phase = phase;
+    *carry.own() = Phase(phase);
     // Below the first phase the prober reports nothing to do, and nothing runs.
     if phase == 0 {
         return ctx;
@@ -65,11 +69,4 @@ pub fn project<'a>(
         }
     }
     ctx
-}
-
-/// How full a context of `tokens` (estimated) is against the target, in
-/// percent, as tiered reads it.
-pub fn percent(budget: &Budget, tokens: u64) -> u64 {
-    let ratio = budget.provider(tokens) as f64 / budget.target.max(1) as f64;
-    (ratio * 100.0) as u64
 }
