@@ -5,25 +5,28 @@
 //! [`mouse`]), the prompts ([`prompt`] for search and jump, [`filter`]),
 //! [`help`], [`sessions`], [`compare`] (policies and the record's
 //! differences), [`why`] and [`message`]; the policy editor's are in
-//! `tui/editor.rs`, with its rows.
+//! `tui/editor.rs`, with its rows. The metrics strip's replays, made again
+//! on the refresh path, are in [`metrics`].
 
 mod compare;
 mod filter;
 mod help;
 mod message;
+mod metrics;
 mod mouse;
 mod normal;
 mod prompt;
 mod sessions;
 mod why;
 
+pub use metrics::MetricsJob;
 pub use prompt::{edit_line, edits_line, with_cursor};
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::analysis::cost::{self, CallCost, Prices, SessionCost};
-use crate::analysis::replay::{CallReplay, compare, record_messages, strip};
+use crate::analysis::cost::{CallCost, Prices, SessionCost};
+use crate::analysis::replay::{CallReplay, compare, record_messages};
 use crate::analysis::why::{Fact, Trace};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::engine::{At, CallError, Counts, ItemRef, PreTrim, Slot, Span, Stand, sent_text};
@@ -31,6 +34,7 @@ use crate::model::{Injection, Log, ModelCall, SessionLog};
 use crate::policy::{Budget, Policy};
 use crate::record::{Change, Message, Sent};
 use filter::Filter;
+use metrics::Asked;
 
 /// What a key or mouse action asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,33 +260,6 @@ impl CallView {
             },
         }
     }
-}
-
-/// A request to replay a session's calls for the metrics strip.
-pub struct MetricsJob {
-    pub generation: u64,
-    pub log: Arc<Log>,
-    pub session: String,
-    pub choice: PolicyChoice,
-    /// The app's cache, forked: the token counts made already, shared.
-    pub cache: ProjectionCache,
-}
-
-impl MetricsJob {
-    /// Replays the session.
-    pub fn run(mut self) -> Vec<CallReplay> {
-        strip(&self.log, &self.session, &self.choice, &mut self.cache)
-    }
-}
-
-/// What a metrics request is for: which log (and how much of its session),
-/// session and policy.
-#[derive(Clone, Debug, PartialEq)]
-struct Asked {
-    log: usize,
-    session: usize,
-    sizes: (usize, usize, usize),
-    choice: PolicyChoice,
 }
 
 /// Screen areas from the last draw, for the mouse.
@@ -530,90 +507,6 @@ impl App {
         self.measure();
         self.trace_fact_again();
         Ok(())
-    }
-
-    /// Replays the session under each call's recorded policy, for `D`.
-    fn measure_recorded(&mut self) {
-        let log = Arc::clone(&self.log);
-        let id = log.sessions[self.session].id().to_string();
-        let recorded = PolicyChoice::default();
-        self.recorded_metrics = strip(&log, &id, &recorded, &mut self.cache);
-    }
-
-    /// Replays the session's calls for the metrics strip.
-    /// With a worker, the replay runs there and only the newest request's
-    /// answer is kept (`receive_metrics`); without one, it runs here. A
-    /// request for what was last asked (the same log, session and policy)
-    /// is not made again: asking again and again would keep every answer
-    /// from being the newest.
-    fn measure(&mut self) {
-        if self.counting {
-            return;
-        }
-        let log = Arc::clone(&self.log);
-        // A log that grew in place is another request: its sizes say so.
-        let s = &log.sessions[self.session];
-        let asked = Asked {
-            log: Arc::as_ptr(&log) as usize,
-            session: self.session,
-            sizes: (s.events.len(), s.calls.len(), s.summaries.len()),
-            choice: self.choice.clone(),
-        };
-        if self.asked.as_ref() == Some(&asked) {
-            return;
-        }
-        self.asked = Some(asked);
-        let session = log.sessions[self.session].id().to_string();
-        self.generation += 1;
-        if let Some(worker) = &self.worker {
-            let job = MetricsJob {
-                generation: self.generation,
-                log: Arc::clone(&log),
-                session: session.clone(),
-                choice: self.choice.clone(),
-                cache: self.cache.fork(),
-            };
-            if worker.send(job).is_ok() {
-                return;
-            }
-        }
-        self.metrics = strip(&log, &session, &self.choice, &mut self.cache);
-        self.price();
-    }
-
-    /// Prices the metrics' calls.
-    fn price(&mut self) {
-        let log = Arc::clone(&self.log);
-        let session = &log.sessions[self.session];
-        let encoding = self
-            .view
-            .as_ref()
-            .map_or(Default::default(), |v| v.policy.budget.encoding);
-        let counts = self.cache.counts(session, encoding);
-        let choice = &self.choice;
-        let policy = |call: &ModelCall| choice.for_call(call).map(|p| p.cost).unwrap_or_default();
-        let (calls, mut total) =
-            cost::session(session, &self.metrics, &counts, &self.prices, policy);
-        // The sessions whose calls summarized for this one's compactions.
-        let summarizers = cost::summarizer_sessions(&log);
-        let served: Vec<&SessionLog> = (summarizers.get(session.id()).into_iter().flatten())
-            .map(|&ix| &log.sessions[ix])
-            .collect();
-        cost::add_summarizers(&mut total, &served, &self.prices, policy);
-        self.cost = Some((calls, total));
-    }
-
-    /// Hands the replays for the metrics strip to a background worker.
-    pub fn use_worker(&mut self, worker: std::sync::mpsc::Sender<MetricsJob>) {
-        self.worker = Some(worker);
-    }
-
-    /// A worker's replay arrived; kept only if it answers the newest request.
-    pub fn receive_metrics(&mut self, generation: u64, metrics: Vec<CallReplay>) {
-        if generation == self.generation {
-            self.metrics = metrics;
-            self.price();
-        }
     }
 
     /// The log grew (or was replaced): take in the new calls, and follow
