@@ -48,7 +48,7 @@ fn the_printed_file_reads_and_names_every_action() {
         ctxlens::keys::actions().into_iter().map(|a| a.0).collect();
     assert_eq!(
         actions.len(),
-        ctxlens::tui::keymap::KEYMAP.len(),
+        ctxlens::keys::KEYMAP.len(),
         "action names are unique"
     );
 }

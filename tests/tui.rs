@@ -3,9 +3,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use ctxlens::keys::KEYMAP;
 use ctxlens::log::Store;
 use ctxlens::tui::app::{App, Control, Mode};
-use ctxlens::tui::keymap::KEYMAP;
 use ctxlens::tui::render::{self, Theme, help_lines};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

@@ -1,16 +1,40 @@
 //! The inspector's state and how a control changes it: no terminal in here.
+//!
+//! `App::step` hands each control to the mode open; the keys of each mode
+//! are in a file of their own beside this one: [`normal`] (with the
+//! [`mouse`]), the prompts ([`prompt`] for search and jump, [`filter`]),
+//! [`help`], [`sessions`], [`compare`] (policies and the record's
+//! differences), [`why`] and [`message`]; the policy editor's are in
+//! `tui/editor.rs`, with its rows. The metrics strip's replays, made again
+//! on the refresh path, are in [`metrics`].
+
+mod compare;
+mod filter;
+mod help;
+mod message;
+mod metrics;
+mod mouse;
+mod normal;
+mod prompt;
+mod sessions;
+mod why;
+
+pub use metrics::MetricsJob;
+pub use prompt::{edit_line, edits_line, with_cursor};
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::analysis::cost::{self, CallCost, Prices, SessionCost};
-use crate::analysis::replay::{CallReplay, compare, record_messages, strip};
-use crate::analysis::why::{Fact, Trace, trace_with};
+use crate::analysis::cost::{CallCost, Prices, SessionCost};
+use crate::analysis::replay::{CallReplay, compare, record_messages};
+use crate::analysis::why::{Fact, Trace};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::engine::{At, CallError, Counts, ItemRef, PreTrim, Slot, Span, Stand, sent_text};
 use crate::model::{Injection, Log, ModelCall, SessionLog};
 use crate::policy::{Budget, Policy};
 use crate::record::{Change, Message, Sent};
+use filter::Filter;
+use metrics::Asked;
 
 pub use crate::keys::Control;
 
@@ -87,110 +111,6 @@ impl HistoryRow {
             HistoryRow::Event(ix) => Some(ix as usize),
             HistoryRow::Split => None,
         }
-    }
-}
-
-/// A prompt's line edited as a shell's is, at the cursor (`back`: how many
-/// characters before the end it stands): a character typed, the one before
-/// the cursor erased (Delete: the one under it), the word before it (Ctrl-W)
-/// or all before it (Ctrl-U); Left/Right, Home/End (Ctrl-A/Ctrl-E) move it.
-pub fn edit_line(text: &mut String, back: &mut usize, control: Control) {
-    let chars = text.chars().count();
-    *back = (*back).min(chars);
-    let at = |n: usize| text.char_indices().nth(n).map_or(text.len(), |(i, _)| i);
-    let cursor = at(chars - *back);
-    match control {
-        Control::Type(c) => text.insert(cursor, c),
-        Control::Erase if cursor > 0 => {
-            let before = at(chars - *back - 1);
-            text.replace_range(before..cursor, "");
-        }
-        Control::Delete if *back > 0 => {
-            let after = at(chars - *back + 1);
-            text.replace_range(cursor..after, "");
-            *back -= 1;
-        }
-        Control::EraseWord => {
-            let start = text[..cursor]
-                .trim_end()
-                .rfind(char::is_whitespace)
-                .map_or(0, |i| i + 1);
-            text.replace_range(start..cursor, "");
-        }
-        Control::EraseLine => text.replace_range(..cursor, ""),
-        Control::CursorLeft => *back = (*back + 1).min(chars),
-        Control::CursorRight => *back = back.saturating_sub(1),
-        Control::Home => *back = chars,
-        Control::End => *back = 0,
-        _ => {}
-    }
-}
-
-/// Whether `control` edits a prompt's line (see [`edit_line`]).
-pub fn edits_line(control: Control) -> bool {
-    matches!(
-        control,
-        Control::Type(_)
-            | Control::Erase
-            | Control::Delete
-            | Control::EraseWord
-            | Control::EraseLine
-            | Control::CursorLeft
-            | Control::CursorRight
-            | Control::Home
-            | Control::End
-    )
-}
-
-/// `text` with the cursor drawn `back` characters before its end.
-pub fn with_cursor(text: &str, back: usize) -> String {
-    let chars = text.chars().count();
-    let at = text
-        .char_indices()
-        .nth(chars - back.min(chars))
-        .map_or(text.len(), |(i, _)| i);
-    format!("{}▏{}", &text[..at], &text[at..])
-}
-
-/// The history's filter: kinds, tools and statuses (each any of its
-/// values; all three must hold), case aside.
-struct Filter {
-    kinds: Vec<String>,
-    tools: Vec<String>,
-    statuses: Vec<String>,
-}
-
-impl Filter {
-    /// `kind:K tool:T status:S ...`; a bare word is a kind when it names
-    /// one, else a tool.
-    fn parse(text: &str) -> Filter {
-        let mut f = Filter {
-            kinds: Vec::new(),
-            tools: Vec::new(),
-            statuses: Vec::new(),
-        };
-        for term in text.split_whitespace() {
-            let term = term.to_lowercase();
-            match term.split_once(':') {
-                Some(("kind", v)) => f.kinds.push(v.to_string()),
-                Some(("tool", v)) => f.tools.push(v.to_string()),
-                Some(("status", v)) => f.statuses.push(v.to_string()),
-                _ if crate::model::Kind::parse(&term) != crate::model::Kind::Unknown => {
-                    f.kinds.push(term)
-                }
-                _ => f.tools.push(term),
-            }
-        }
-        f
-    }
-
-    fn keeps(&self, event: &crate::model::Event, status: &str) -> bool {
-        let any = |values: &[String], value: &str| {
-            values.is_empty() || values.iter().any(|v| v.eq_ignore_ascii_case(value))
-        };
-        any(&self.kinds, event.kind.as_str())
-            && any(&self.tools, event.tool_name.as_deref().unwrap_or(""))
-            && any(&self.statuses, status)
     }
 }
 
@@ -287,33 +207,6 @@ impl CallView {
             },
         }
     }
-}
-
-/// A request to replay a session's calls for the metrics strip.
-pub struct MetricsJob {
-    pub generation: u64,
-    pub log: Arc<Log>,
-    pub session: String,
-    pub choice: PolicyChoice,
-    /// The app's cache, forked: the token counts made already, shared.
-    pub cache: ProjectionCache,
-}
-
-impl MetricsJob {
-    /// Replays the session.
-    pub fn run(mut self) -> Vec<CallReplay> {
-        strip(&self.log, &self.session, &self.choice, &mut self.cache)
-    }
-}
-
-/// What a metrics request is for: which log (and how much of its session),
-/// session and policy.
-#[derive(Clone, Debug, PartialEq)]
-struct Asked {
-    log: usize,
-    session: usize,
-    sizes: (usize, usize, usize),
-    choice: PolicyChoice,
 }
 
 /// Screen areas from the last draw, for the mouse.
@@ -563,90 +456,6 @@ impl App {
         Ok(())
     }
 
-    /// Replays the session under each call's recorded policy, for `D`.
-    fn measure_recorded(&mut self) {
-        let log = Arc::clone(&self.log);
-        let id = log.sessions[self.session].id().to_string();
-        let recorded = PolicyChoice::default();
-        self.recorded_metrics = strip(&log, &id, &recorded, &mut self.cache);
-    }
-
-    /// Replays the session's calls for the metrics strip.
-    /// With a worker, the replay runs there and only the newest request's
-    /// answer is kept (`receive_metrics`); without one, it runs here. A
-    /// request for what was last asked (the same log, session and policy)
-    /// is not made again: asking again and again would keep every answer
-    /// from being the newest.
-    fn measure(&mut self) {
-        if self.counting {
-            return;
-        }
-        let log = Arc::clone(&self.log);
-        // A log that grew in place is another request: its sizes say so.
-        let s = &log.sessions[self.session];
-        let asked = Asked {
-            log: Arc::as_ptr(&log) as usize,
-            session: self.session,
-            sizes: (s.events.len(), s.calls.len(), s.summaries.len()),
-            choice: self.choice.clone(),
-        };
-        if self.asked.as_ref() == Some(&asked) {
-            return;
-        }
-        self.asked = Some(asked);
-        let session = log.sessions[self.session].id().to_string();
-        self.generation += 1;
-        if let Some(worker) = &self.worker {
-            let job = MetricsJob {
-                generation: self.generation,
-                log: Arc::clone(&log),
-                session: session.clone(),
-                choice: self.choice.clone(),
-                cache: self.cache.fork(),
-            };
-            if worker.send(job).is_ok() {
-                return;
-            }
-        }
-        self.metrics = strip(&log, &session, &self.choice, &mut self.cache);
-        self.price();
-    }
-
-    /// Prices the metrics' calls.
-    fn price(&mut self) {
-        let log = Arc::clone(&self.log);
-        let session = &log.sessions[self.session];
-        let encoding = self
-            .view
-            .as_ref()
-            .map_or(Default::default(), |v| v.policy.budget.encoding);
-        let counts = self.cache.counts(session, encoding);
-        let choice = &self.choice;
-        let policy = |call: &ModelCall| choice.for_call(call).map(|p| p.cost).unwrap_or_default();
-        let (calls, mut total) =
-            cost::session(session, &self.metrics, &counts, &self.prices, policy);
-        // The sessions whose calls summarized for this one's compactions.
-        let summarizers = cost::summarizer_sessions(&log);
-        let served: Vec<&SessionLog> = (summarizers.get(session.id()).into_iter().flatten())
-            .map(|&ix| &log.sessions[ix])
-            .collect();
-        cost::add_summarizers(&mut total, &served, &self.prices, policy);
-        self.cost = Some((calls, total));
-    }
-
-    /// Hands the replays for the metrics strip to a background worker.
-    pub fn use_worker(&mut self, worker: std::sync::mpsc::Sender<MetricsJob>) {
-        self.worker = Some(worker);
-    }
-
-    /// A worker's replay arrived; kept only if it answers the newest request.
-    pub fn receive_metrics(&mut self, generation: u64, metrics: Vec<CallReplay>) {
-        if generation == self.generation {
-            self.metrics = metrics;
-            self.price();
-        }
-    }
-
     /// The log grew (or was replaced): take in the new calls, and follow
     /// the newest one when following.
     pub fn refresh(&mut self) {
@@ -844,21 +653,6 @@ impl App {
         self.history_sel = self.history_sel.min(self.rows.len().saturating_sub(1));
     }
 
-    /// Filters the history as `text` says (`kind:tool_result tool:Bash
-    /// status:stubbed`); an empty one clears the filter.
-    fn set_filter(&mut self, text: &str) {
-        let text = text.trim();
-        self.filter = (!text.is_empty()).then(|| text.to_string());
-        self.rebuild_rows();
-        self.status = match &self.filter {
-            Some(f) => format!(
-                "filter {f}: {} rows (& then Enter clears it)",
-                self.rows.len()
-            ),
-            None => "filter cleared".to_string(),
-        };
-    }
-
     fn row_of(&self, event: usize) -> usize {
         // Unfiltered, the split rule adds at most one row: the event is at ix or ix + 1.
         let near =
@@ -898,656 +692,31 @@ impl App {
         self.detail_scroll = 0;
     }
 
-    fn move_by(&mut self, delta: isize) {
-        match self.focus {
-            Pane::History => {
-                self.history_sel = shift(self.history_sel, delta, self.rows.len());
-                self.sync_from_history();
-            }
-            Pane::Context => {
-                let len = self.view.as_ref().map_or(0, |v| v.order.len());
-                self.context_sel = shift(self.context_sel, delta, len);
-                self.sync_from_context();
-            }
-            Pane::Detail => {
-                self.detail_scroll =
-                    shift(self.detail_scroll as usize, delta, u16::MAX as usize) as u16;
-            }
-        }
-    }
-
-    /// Applies one control.
+    /// Applies one control: the mode open decides what it does, each in
+    /// the file of its own (the policy editor's in `tui/editor.rs`).
     pub fn step(&mut self, control: Control) {
         if !self.mode.is_prompt() {
             // A prompt opens with its cursor at the end.
             self.prompt_back = 0;
         }
         match self.mode.clone() {
+            Mode::Normal => self.step_normal(control),
             Mode::Search(text) | Mode::SearchBack(text) | Mode::Jump(text) => {
-                return self.prompt(control, text);
+                self.step_prompt(control, text)
             }
-            Mode::Filter(mut text) => {
-                match control {
-                    control if edits_line(control) => {
-                        edit_line(&mut text, &mut self.prompt_back, control)
-                    }
-                    Control::Back => {
-                        self.mode = Mode::Normal;
-                        return;
-                    }
-                    Control::Confirm => {
-                        self.mode = Mode::Normal;
-                        self.set_filter(&text);
-                        return;
-                    }
-                    _ => {}
-                }
-                self.mode = Mode::Filter(text);
-                return;
-            }
-            Mode::Policy(sel) => return super::editor::step(self, control, sel),
-            Mode::Compare(top) => {
-                let last = self.metrics.len().saturating_sub(1);
-                self.mode = match control {
-                    Control::Down => Mode::Compare((top + 1).min(last)),
-                    Control::Up => Mode::Compare(top.saturating_sub(1)),
-                    Control::PageDown => Mode::Compare((top + self.page).min(last)),
-                    Control::PageUp => Mode::Compare(top.saturating_sub(self.page)),
-                    Control::Back | Control::Compare | Control::Quit => Mode::Normal,
-                    _ => Mode::Compare(top),
-                };
-                return;
-            }
-            Mode::Differences(top) => {
-                let last = self
-                    .view
-                    .as_ref()
-                    .and_then(|v| v.record.as_ref())
-                    .map_or(0, |r| r.changes.len().saturating_sub(1));
-                self.mode = match control {
-                    Control::Down => Mode::Differences((top + 1).min(last)),
-                    Control::Up => Mode::Differences(top.saturating_sub(1)),
-                    Control::PageDown => Mode::Differences((top + self.page).min(last)),
-                    Control::PageUp => Mode::Differences(top.saturating_sub(self.page)),
-                    Control::Back | Control::Diff | Control::Quit => Mode::Normal,
-                    _ => Mode::Differences(top),
-                };
-                return;
-            }
+            Mode::Filter(text) => self.step_filter(control, text),
+            Mode::Help => self.step_help(control),
+            Mode::Sessions(sel) => self.step_sessions(control, sel),
+            Mode::Policy(sel) => super::editor::step(self, control, sel),
+            Mode::PolicyInput(key, text) => super::editor::input(self, control, key, text),
+            Mode::Compare(top) => self.step_compare(control, top),
+            Mode::Differences(top) => self.step_differences(control, top),
             Mode::Why {
                 scroll,
                 fix,
                 stretch,
-            } => return self.why_panel(control, scroll, fix, stretch),
-            Mode::Message(scroll) => {
-                self.mode = match control {
-                    Control::Down | Control::PageDown => Mode::Message(scroll.saturating_add(1)),
-                    Control::Up | Control::PageUp => Mode::Message(scroll.saturating_sub(1)),
-                    Control::Back | Control::Message | Control::Quit => Mode::Normal,
-                    _ => Mode::Message(scroll),
-                };
-                return;
-            }
-            Mode::PolicyInput(key, text) => return super::editor::input(self, control, key, text),
-            Mode::Help => {
-                match control {
-                    // Enter arrives as Detail outside a prompt.
-                    Control::Back
-                    | Control::Quit
-                    | Control::Help
-                    | Control::Confirm
-                    | Control::Detail => {
-                        self.mode = Mode::Normal;
-                        self.help_scroll = 0;
-                    }
-                    Control::Down => self.help_scroll = self.help_scroll.saturating_add(1),
-                    Control::PageDown => {
-                        self.help_scroll = self.help_scroll.saturating_add(self.page as u16)
-                    }
-                    Control::Up => self.help_scroll = self.help_scroll.saturating_sub(1),
-                    Control::PageUp => {
-                        self.help_scroll = self.help_scroll.saturating_sub(self.page as u16)
-                    }
-                    Control::Top => self.help_scroll = 0,
-                    Control::Bottom => {
-                        let lines = super::render::help_lines().len() as u16;
-                        self.help_scroll = lines.saturating_sub(self.page as u16);
-                    }
-                    _ => {}
-                }
-                return;
-            }
-            Mode::Sessions(sel) => return self.pick_session(control, sel),
-            Mode::Normal => {}
-        }
-        let page = self.page.max(1) as isize;
-        match control {
-            Control::Up => {
-                self.pause();
-                self.move_by(-1)
-            }
-            Control::Down => self.move_by(1),
-            Control::PageUp => {
-                self.pause();
-                self.move_by(-page)
-            }
-            Control::PageDown => self.move_by(page),
-            Control::Top => {
-                self.pause();
-                self.move_by(isize::MIN / 2)
-            }
-            // Going to the end of the history resumes following, as in lnav.
-            Control::Bottom if self.focus == Pane::History => self.follow_newest(),
-            Control::Bottom => self.move_by(isize::MAX / 2),
-            Control::NextCall => {
-                self.select_call(self.call + 1);
-                // At the newest call the view follows the log.
-                if self.call + 1 == self.calls.len() {
-                    self.follow = true;
-                }
-            }
-            Control::PrevCall => {
-                self.pause();
-                self.select_call(self.call.saturating_sub(1))
-            }
-            Control::Follow => self.follow_newest(),
-            Control::Edit => self.mode = Mode::Policy(0),
-            Control::Why => self.trace_fact(),
-            Control::Pager => match self.selected_text() {
-                Some(text) => self.external = Some(External::Pager(text)),
-                None => self.status = "nothing selected to read".to_string(),
-            },
-            Control::EditFile => self.edit_policy_file(),
-            Control::Message => self.mode = Mode::Message(0),
-            Control::Filter => {
-                self.mode = Mode::Filter(self.filter.clone().unwrap_or_default());
-            }
-            Control::Copy => match self.selected_text() {
-                Some(text) => {
-                    self.status = format!(
-                        "copied {} characters (OSC 52: the terminal puts them on the clipboard)",
-                        text.chars().count()
-                    );
-                    self.clipboard = Some(text);
-                }
-                None => self.status = "nothing selected to copy".to_string(),
-            },
-            Control::Compare => {
-                self.measure_recorded();
-                self.mode = Mode::Compare(self.call);
-            }
-            Control::Record => {
-                self.show_record = !self.show_record;
-                self.select_call(self.call);
-                self.status = match self.view.as_ref().map(|v| &v.record) {
-                    _ if !self.show_record => "showing the projection".to_string(),
-                    Some(Some(_)) => "showing the record: what the host sent".to_string(),
-                    _ => "this call has no record (rendered): nothing to show".to_string(),
-                };
-            }
-            // A call with a record: where it and the projection differ.
-            Control::Diff if self.view.as_ref().is_some_and(|v| v.record.is_some()) => {
-                self.mode = Mode::Differences(0);
-            }
-            Control::Diff => {
-                self.diff = !self.diff;
-                self.status = match (self.diff, self.view.as_ref()) {
-                    (true, Some(v)) => format!(
-                        "diff: {} events disposed of differently than the record (≠)",
-                        v.differences
-                    ),
-                    _ => String::new(),
-                };
-            }
-            Control::NextTurn | Control::PrevTurn => self.step_turn(control == Control::NextTurn),
-            Control::SwitchPane => {
-                self.focus = match self.focus {
-                    Pane::History => Pane::Context,
-                    Pane::Context => Pane::Detail,
-                    Pane::Detail => Pane::History,
-                }
-            }
-            Control::Detail => {
-                self.detail_zoom = !self.detail_zoom;
-                if self.detail_zoom {
-                    self.focus = Pane::Detail;
-                }
-            }
-            Control::Search => self.mode = Mode::Search(String::new()),
-            Control::SearchBack => self.mode = Mode::SearchBack(String::new()),
-            Control::Jump => self.mode = Mode::Jump(String::new()),
-            Control::NextMatch => self.next_match(true),
-            Control::PrevMatch => self.next_match(false),
-            Control::Sessions => self.mode = Mode::Sessions(self.session),
-            Control::Help => self.mode = Mode::Help,
-            Control::Back if self.detail_zoom => {
-                self.detail_zoom = false;
-                self.focus = Pane::History;
-            }
-            // Esc closes or clears what is open and never quits: q or :q do.
-            Control::Back if self.search.is_some() => {
-                self.search = None;
-                self.status = "search cleared".to_string();
-            }
-            Control::Back if self.why.is_some() => {
-                self.why = None;
-                self.status = "why closed".to_string();
-            }
-            Control::Back if self.diff => {
-                self.diff = false;
-                self.status = String::new();
-            }
-            Control::Back => self.status = "q or :q quits".to_string(),
-            Control::Quit => self.quit = true,
-            Control::ScrollAt(col, row, down) => {
-                if let Some(pane) = self.pane_at(col, row) {
-                    self.focus = pane;
-                    self.move_by(if down { 3 } else { -3 });
-                }
-            }
-            Control::ClickAt(col, row) => self.click(col, row),
-            // Line editing means nothing outside a prompt.
-            Control::Confirm
-            | Control::Type(_)
-            | Control::Erase
-            | Control::Delete
-            | Control::EraseWord
-            | Control::EraseLine
-            | Control::CursorLeft
-            | Control::CursorRight
-            | Control::Home
-            | Control::End => {}
+            } => self.step_why(control, scroll, fix, stretch),
+            Mode::Message(scroll) => self.step_message(control, scroll),
         }
     }
-
-    /// Traces the current search, or else the selected event, through every
-    /// call, and goes to the call where it was first lost.
-    fn trace_fact(&mut self) {
-        let fact = match (&self.search, self.selected_event()) {
-            (Some((query, _)), _) => Fact::Texts(vec![query.clone()]),
-            (None, Some(ix)) => Fact::Seqs(vec![self.session().events[ix].seq]),
-            (None, None) => {
-                self.status = "select an event, or search, then press w".to_string();
-                return;
-            }
-        };
-        let log = Arc::clone(&self.log);
-        match trace_with(
-            &log.sessions[self.session],
-            &fact,
-            &self.choice,
-            &mut self.cache,
-        ) {
-            Ok(t) => {
-                self.why = Some((fact, t));
-                self.go_to_stretch(0);
-                self.status = String::new();
-                self.mode = Mode::Why {
-                    scroll: 0,
-                    fix: 0,
-                    stretch: 0,
-                };
-            }
-            Err(e) => self.status = e,
-        }
-    }
-
-    /// The policy file to edit in `$EDITOR`: the one given with `--policy`,
-    /// else the policy in force written to `LOG.policy.toml` first.
-    fn edit_policy_file(&mut self) {
-        let path = match self.policy_file() {
-            Some(path) => std::path::PathBuf::from(path),
-            None => {
-                let path = std::path::PathBuf::from(format!(
-                    "{}.policy.toml",
-                    self.path.trim_end_matches(".db")
-                ));
-                let Some(view) = &self.view else {
-                    return;
-                };
-                let written = toml::to_string(&view.policy)
-                    .map_err(|e| e.to_string())
-                    .and_then(|text| std::fs::write(&path, text).map_err(|e| e.to_string()));
-                if let Err(e) = written {
-                    self.status = format!("could not write {}: {e}", path.display());
-                    return;
-                }
-                path
-            }
-        };
-        self.external = Some(External::Editor(path));
-    }
-
-    /// After `$EDITOR` closed on `path`: the policy read again and every
-    /// call projected with it, or the reason it was refused.
-    pub fn edited(&mut self, path: &std::path::Path) {
-        let text = match crate::files::read_text(path, crate::files::SMALL, "a policy file") {
-            Ok(text) => text,
-            Err(e) => {
-                self.status = format!("{}: {e}", path.display());
-                return;
-            }
-        };
-        let file = Some((path.display().to_string(), text));
-        self.status = match self.set_policy_file(file) {
-            Ok(()) => format!("{}: projected again", path.display()),
-            Err(e) => e,
-        };
-    }
-
-    /// The full text of the selected row: a context item as sent, or a
-    /// history event as the log holds it.
-    pub fn selected_text(&self) -> Option<String> {
-        let session = self.session();
-        if self.focus == Pane::Context
-            && let Some(view) = &self.view
-            && let Some(item) = view.order.get(self.context_sel)
-        {
-            return Some(match *item {
-                ItemRef::Event(ix, _) => view.text_of(&session.events[ix], ix).into_owned(),
-                ItemRef::Summary(_) | ItemRef::Placeholder(_) | ItemRef::Generated(_) => {
-                    view.stand_text.clone().unwrap_or_default()
-                }
-                ItemRef::Injection(i) => view.injections.get(i)?.content.clone(),
-                ItemRef::Recorded(at) => view.sent.as_ref()?.events.get(at)?.content.to_string(),
-            });
-        }
-        self.selected_event()
-            .map(|ix| session.events[ix].content.to_string())
-    }
-
-    /// Selects the first call of the trace's stretch of forgetting `at`, if
-    /// it has one (following pauses: the user is looking back).
-    fn go_to_stretch(&mut self, at: usize) {
-        let Some(call) = (self.why.as_ref())
-            .and_then(|(_, t)| t.stretches.get(at))
-            .map(|s| s.from_call)
-        else {
-            return;
-        };
-        let log = Arc::clone(&self.log);
-        let session = &log.sessions[self.session];
-        if let Some(index) = self
-            .calls
-            .iter()
-            .position(|&ix| session.calls[ix].id == call)
-        {
-            self.pause();
-            self.select_call(index);
-        }
-    }
-
-    /// Keys in the why panel: j/k pick a fix, n/N go to the next or previous
-    /// stretch of forgetting, PgUp/PgDn scroll, Enter applies the fix to the
-    /// live policy, Esc or w closes.
-    fn why_panel(&mut self, control: Control, scroll: u16, fix: usize, stretch: usize) {
-        let fixes = self.why.as_ref().map_or(0, |(_, t)| t.fixes.len());
-        let stretches = self.why.as_ref().map_or(0, |(_, t)| t.stretches.len());
-        let why = |scroll: u16, fix: usize, stretch: usize| Mode::Why {
-            scroll,
-            fix,
-            stretch,
-        };
-        self.mode = match control {
-            Control::Down => why(scroll, (fix + 1).min(fixes.saturating_sub(1)), stretch),
-            Control::Up => why(scroll, fix.saturating_sub(1), stretch),
-            Control::PageDown => why(scroll.saturating_add(self.page as u16), fix, stretch),
-            Control::PageUp => why(scroll.saturating_sub(self.page as u16), fix, stretch),
-            Control::NextMatch | Control::PrevMatch if stretches > 0 => {
-                let next = if control == Control::NextMatch {
-                    (stretch + 1) % stretches
-                } else {
-                    (stretch + stretches - 1) % stretches
-                };
-                self.go_to_stretch(next);
-                why(scroll, fix, next)
-            }
-            Control::Detail | Control::Confirm => {
-                let chosen = self
-                    .why
-                    .as_ref()
-                    .and_then(|(_, t)| t.fixes.get(fix))
-                    .cloned();
-                if let Some(chosen) = chosen {
-                    let mut sets = self.choice.sets.clone();
-                    sets.extend(chosen.set.iter().cloned());
-                    self.status = match self.set_overrides(sets) {
-                        Ok(()) => format!("applied {}", chosen.command()),
-                        Err(e) => e,
-                    };
-                }
-                Mode::Normal
-            }
-            Control::Back | Control::Why | Control::Quit => Mode::Normal,
-            _ => why(scroll, fix, stretch),
-        };
-    }
-
-    /// The traced fact, traced again under the policy as it is now.
-    fn trace_fact_again(&mut self) {
-        if let Some((fact, _)) = self.why.take() {
-            let log = Arc::clone(&self.log);
-            match trace_with(
-                &log.sessions[self.session],
-                &fact,
-                &self.choice,
-                &mut self.cache,
-            ) {
-                Ok(t) => self.why = Some((fact, t)),
-                // Not kept stale: said, and w traces again.
-                Err(e) => self.status = format!("why: {e}"),
-            }
-        }
-    }
-
-    /// Moving back stops following, and says so.
-    fn pause(&mut self) {
-        if self.follow {
-            self.follow = false;
-            self.status = "following paused · F or G to follow again".to_string();
-        }
-    }
-
-    fn step_turn(&mut self, forward: bool) {
-        let session = &self.log.sessions[self.session];
-        let turn_of = |i: usize| session.calls[self.calls[i]].turn;
-        let Some(current) = self.calls.get(self.call).map(|_| turn_of(self.call)) else {
-            return;
-        };
-        let target = if forward {
-            (self.call..self.calls.len()).find(|&i| turn_of(i) > current)
-        } else {
-            // The first call of the previous turn.
-            let before = (0..self.call).rev().find(|&i| turn_of(i) < current);
-            before.map(|b| {
-                let turn = turn_of(b);
-                (0..=b).find(|&i| turn_of(i) == turn).unwrap_or(b)
-            })
-        };
-        if let Some(target) = target {
-            self.select_call(target);
-        }
-    }
-
-    fn prompt(&mut self, control: Control, mut text: String) {
-        let searching = matches!(self.mode, Mode::Search(_) | Mode::SearchBack(_));
-        let backward = matches!(self.mode, Mode::SearchBack(_));
-        match control {
-            control if edits_line(control) => edit_line(&mut text, &mut self.prompt_back, control),
-            Control::Back | Control::Quit => {
-                self.mode = Mode::Normal;
-                return;
-            }
-            Control::Confirm => {
-                self.mode = Mode::Normal;
-                if searching {
-                    self.run_search(&text, !backward);
-                } else if text.trim() == "q" {
-                    // `:q` quits, as in vim and less.
-                    self.quit = true;
-                } else {
-                    self.jump(&text);
-                }
-                return;
-            }
-            _ => {}
-        }
-        self.mode = match (searching, backward) {
-            (true, true) => Mode::SearchBack(text),
-            (true, false) => Mode::Search(text),
-            _ => Mode::Jump(text),
-        };
-    }
-
-    fn run_search(&mut self, query: &str, forward: bool) {
-        let Some(matcher) = super::search::Matcher::new(query) else {
-            self.search = None;
-            return;
-        };
-        let matches = self.session().map_texts(|_, text| matcher.is_match(text));
-        let matches: Vec<usize> = (0..matches.len()).filter(|&ix| matches[ix]).collect();
-        self.search = Some((query.to_string(), matches));
-        self.search_forward = forward;
-        self.focus = Pane::History;
-        self.next_match(true);
-    }
-
-    /// The next match in the search's direction (`again`), or the other way.
-    fn next_match(&mut self, again: bool) {
-        let forward = again == self.search_forward;
-        let Some((query, matches)) = &self.search else {
-            self.status = "no search: press / to search".to_string();
-            return;
-        };
-        if matches.is_empty() {
-            self.status = format!("no event contains '{query}'");
-            return;
-        }
-        let current = self.selected_event().unwrap_or(0);
-        let at = if forward {
-            matches.iter().position(|&m| m > current).unwrap_or(0)
-        } else {
-            matches
-                .iter()
-                .rposition(|&m| m < current)
-                .unwrap_or(matches.len() - 1)
-        };
-        let event = matches[at];
-        self.status = format!("match {}/{} for '{query}'", at + 1, matches.len());
-        self.history_sel = self.row_of(event);
-        self.focus = Pane::History;
-        self.sync_from_history();
-    }
-
-    fn jump(&mut self, text: &str) {
-        let text = text.trim();
-        let (seq, number) = match text.strip_prefix(['s', '@']) {
-            Some(rest) => (true, rest.trim().trim_start_matches("eq").trim()),
-            None => (
-                false,
-                text.trim_start_matches("call")
-                    .trim_start_matches('c')
-                    .trim(),
-            ),
-        };
-        let Ok(n) = number.parse::<i64>() else {
-            self.status = format!("':{text}': type a call id (42) or a seq (s120)");
-            return;
-        };
-        if seq {
-            match self.session().index_of(n) {
-                Some(ix) => {
-                    self.history_sel = self.row_of(ix);
-                    self.focus = Pane::History;
-                    self.sync_from_history();
-                }
-                None => self.status = format!("no event with seq {n} in this session"),
-            }
-        } else {
-            let session = &self.log.sessions[self.session];
-            match self.calls.iter().position(|&ix| session.calls[ix].id == n) {
-                Some(index) => self.select_call(index),
-                None => self.status = format!("no model call {n} in this session"),
-            }
-        }
-    }
-
-    fn pick_session(&mut self, control: Control, sel: usize) {
-        let count = self.log.sessions.len();
-        match control {
-            Control::Up => self.mode = Mode::Sessions(sel.saturating_sub(1)),
-            Control::Down => self.mode = Mode::Sessions((sel + 1).min(count.saturating_sub(1))),
-            // Enter arrives as Detail outside a prompt.
-            Control::Confirm | Control::Detail => {
-                self.mode = Mode::Normal;
-                self.open_session(sel);
-            }
-            Control::Back | Control::Sessions => self.mode = Mode::Normal,
-            Control::Quit => self.quit = true,
-            _ => {}
-        }
-    }
-
-    /// The call of the strip's column under (column, row): both strips have
-    /// one column per call, or per bucket of calls, after their label.
-    fn strip_call_at(&self, col: u16, row: u16) -> Option<usize> {
-        [self.areas.metrics, self.areas.why]
-            .into_iter()
-            .find_map(|(area, per)| {
-                let inside = row >= area.y && row < area.y + area.height;
-                let column = col.checked_sub(area.x + super::render::STRIP_LABEL)?;
-                (inside && per > 0).then_some(column as usize * per)
-            })
-            .filter(|&index| index < self.calls.len())
-    }
-
-    fn pane_at(&self, col: u16, row: u16) -> Option<Pane> {
-        let inside = |r: ratatui::layout::Rect| {
-            col >= r.x && col < r.x + r.width && row >= r.y && row < r.y + r.height
-        };
-        [
-            (self.areas.history, Pane::History),
-            (self.areas.context, Pane::Context),
-            (self.areas.detail, Pane::Detail),
-        ]
-        .into_iter()
-        .find(|(r, _)| inside(*r))
-        .map(|(_, pane)| pane)
-    }
-
-    fn click(&mut self, col: u16, row: u16) {
-        if let Some(index) = self.strip_call_at(col, row) {
-            self.follow = false;
-            self.select_call(index);
-            return;
-        }
-        let Some(pane) = self.pane_at(col, row) else {
-            return;
-        };
-        self.focus = pane;
-        match pane {
-            Pane::History => {
-                let offset = row.saturating_sub(self.areas.history.y + 1) as usize;
-                self.history_sel =
-                    (self.history_top + offset).min(self.rows.len().saturating_sub(1));
-                self.sync_from_history();
-            }
-            Pane::Context => {
-                let offset = row.saturating_sub(self.areas.context.y + 1) as usize;
-                let len = self.view.as_ref().map_or(0, |v| v.order.len());
-                self.context_sel = (self.context_top + offset).min(len.saturating_sub(1));
-                self.sync_from_context();
-            }
-            Pane::Detail => {}
-        }
-    }
-}
-
-fn shift(at: usize, delta: isize, len: usize) -> usize {
-    if len == 0 {
-        return 0;
-    }
-    (at as isize)
-        .saturating_add(delta)
-        .clamp(0, len as isize - 1) as usize
 }

@@ -3,8 +3,7 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-pub use crate::keys::KEYMAP;
-use crate::keys::{Binding, Control, action, check_binding, key_name};
+use crate::keys::{Binding, Control, KEYMAP, action, check_binding, key_name};
 
 /// The control a key press means, in a prompt or not.
 pub fn control_for(key: KeyEvent, typing: bool) -> Option<Control> {

@@ -1,0 +1,182 @@
+//! The comparing overlays: the recorded policy against the edited one, call
+//! by call (`D`), and where the call's record and its projection differ,
+//! message by message (`d`).
+
+use ratatui::Frame;
+use ratatui::style::{Color, Modifier, Stylize};
+use ratatui::text::Line;
+use ratatui::widgets::Clear;
+
+use super::{Theme, centered, first_line, fit, pane_block, paragraph, thousands};
+use crate::display;
+use crate::tui::app::App;
+
+/// The recorded policy (A) against the edited one (B), call by call.
+pub(super) fn draw(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
+    let area = centered(frame, 112, frame.area().height.saturating_sub(4));
+    frame.render_widget(Clear, area);
+    let height = area.height.saturating_sub(4) as usize;
+    let mut lines = vec![
+        Line::from(format!(
+            " A: recorded policy{} · B: {} · j/k scroll · Esc close",
+            if !app.recorded_metrics.is_empty()
+                && app
+                    .recorded_metrics
+                    .iter()
+                    .all(|m| m.record_differences == Some(0))
+            {
+                " (the record)"
+            } else {
+                ""
+            },
+            match (app.overrides().is_empty(), app.policy_file()) {
+                (false, _) => app.overrides().join(" "),
+                (true, Some(file)) => format!("from {file}"),
+                (true, None) => "the same (edit with e)".to_string(),
+            }
+        ))
+        .add_modifier(Modifier::DIM),
+        Line::from(format!(
+            " {:>6} {:>5} │ {:>9} {:>9} {:>4} │ {:>9} {:>9} {:>4} │ {:>9} │ {:>8}",
+            "call",
+            "turn",
+            "A tokens",
+            "A reused",
+            "A Σ",
+            "B tokens",
+            "B reused",
+            "B Σ",
+            "B - A",
+            "B ≠ rec"
+        ))
+        .add_modifier(Modifier::BOLD),
+    ];
+    let version = |v: Option<i64>| v.map_or("-".to_string(), |v| format!("v{v}"));
+    for (i, (a, b)) in app
+        .recorded_metrics
+        .iter()
+        .zip(&app.metrics)
+        .enumerate()
+        .skip(top)
+        .take(height)
+    {
+        let delta = b.total_tokens as i64 - a.total_tokens as i64;
+        // How many messages of the call's record B sends otherwise.
+        let record = b
+            .record_differences
+            .map_or("-".to_string(), |n| n.to_string());
+        let line = Line::from(format!(
+            " {:>6} {:>5} │ {:>9} {:>9} {:>4} │ {:>9} {:>9} {:>4} │ {:>+9} │ {:>8}",
+            a.call,
+            a.turn,
+            thousands(a.total_tokens),
+            thousands(a.prefix_reused_tokens),
+            version(a.summary_version),
+            thousands(b.total_tokens),
+            thousands(b.prefix_reused_tokens),
+            version(b.summary_version),
+            delta,
+            record
+        ));
+        let line = if b.over_budget {
+            line.patch_style(theme.fg(Color::Red))
+        } else {
+            line
+        };
+        lines.push(if i == app.call {
+            line.add_modifier(Modifier::REVERSED)
+        } else {
+            line
+        });
+    }
+    let block = pane_block(" compare policies ".into(), true, theme);
+    frame.render_widget(paragraph(lines).block(block), area);
+}
+
+/// Where the call's record and its projection differ, message by message.
+pub(super) fn draw_differences(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
+    let area = centered(frame, 110, frame.area().height.saturating_sub(4));
+    frame.render_widget(Clear, area);
+    let width = area.width.saturating_sub(2) as usize;
+    let Some((view, diff)) = app
+        .view
+        .as_ref()
+        .and_then(|v| Some((v, v.record.as_ref()?)))
+    else {
+        return;
+    };
+    let mut lines = vec![
+        Line::from(format!(
+            " call {} · the record has {} messages, the projection (preset {}) {} · j/k scroll · Esc close",
+            app.session().calls[app.calls[view.call]].id,
+            diff.recorded.len(),
+            view.policy.preset.name(),
+            diff.projected.len()
+        ))
+        .add_modifier(Modifier::DIM),
+    ];
+    if let Some(why) = &diff.unreadable {
+        lines.push(Line::from(format!(
+            " the record does not read: {}",
+            display::escape_line(why)
+        )));
+    } else if diff.changes.is_empty() {
+        lines.push(Line::from(
+            " they match: every message, role and text (ends trimmed, JSON keys in order)",
+        ));
+    }
+    let excerpt = |m: Option<&crate::record::Message>| {
+        m.map_or("-".to_string(), |m| {
+            format!("{}: {}", m.role, first_line(&m.text))
+        })
+    };
+    for c in diff.changes.iter().skip(top) {
+        let (was, now) = match c.change {
+            "extra" => (None, diff.projected.get(c.index)),
+            _ => {
+                let now = diff
+                    .projected
+                    .iter()
+                    .find(|m| m.seq.is_some() && m.seq == c.seq);
+                (diff.recorded.get(c.index), now)
+            }
+        };
+        let what = match c.change {
+            "extra" => "the record does not send it",
+            "missing" => "the projection does not send it",
+            "role" => "sent with another role",
+            _ => "sent with another text",
+        };
+        let head = format!(
+            " {} #{}: {} ({what}){}",
+            if c.change == "extra" {
+                "projection"
+            } else {
+                "record"
+            },
+            c.index + 1,
+            c.change,
+            c.seq.map_or(String::new(), |s| format!(" · seq {s}"))
+        );
+        lines.push(Line::from(head).add_modifier(Modifier::BOLD));
+        lines.push(Line::from(fit(
+            &format!("   record:     {}", excerpt(was)),
+            "",
+            width,
+        )));
+        lines.push(Line::from(fit(
+            &format!("   projection: {}", excerpt(now)),
+            "",
+            width,
+        )));
+    }
+    let block = pane_block(
+        format!(
+            " record against projection · {} differences ",
+            diff.changes.len()
+        ),
+        true,
+        theme,
+    );
+    frame.render_widget(paragraph(lines).block(block), area);
+}
