@@ -355,7 +355,7 @@ fn logged_compaction(lean: usize, more: usize) -> (SessionLog, Vec<(i64, f64)>) 
 fn a_logged_session_is_calibrated_within_5_percent_after_its_compaction() {
     for (lean, more) in [(2, 11), (5, 12)] {
         let (log, removed) = logged_compaction(lean, more);
-        let session = calibrate::session(&log, &mut ProjectionCache::default());
+        let session = ctxlens::analysis::calibration(&log, &mut ProjectionCache::default());
         let fit = session.fit.as_ref().unwrap();
         assert_eq!(
             fit.segments[1].cause,
@@ -416,7 +416,7 @@ fn fit_without(
         }
     }
     let mut cache = ctxlens::analysis::ProjectionCache::default();
-    (calibrate::session(session, &mut cache), removed)
+    (ctxlens::analysis::calibration(session, &mut cache), removed)
 }
 
 /// The median relative error of the fitted counts of the removed calls.

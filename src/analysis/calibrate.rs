@@ -23,15 +23,7 @@
 //! usage and that ratio, fitted on its earlier calls, predicts its later third
 //! clearly better ([`OWN_RATIO_MARGIN`]) than the pooled one does.
 
-use std::ops::ControlFlow;
-
 use serde::Serialize;
-
-use super::{PolicyChoice, ProjectionCache, each_call};
-use std::sync::Arc;
-
-use crate::model::{Kind, SessionLog};
-use crate::tokens::Encoding;
 
 /// Calls with reported usage below which a session is not calibrated.
 pub const MIN_CALLS: usize = 5;
@@ -118,6 +110,19 @@ pub struct Calibration {
     /// The segment of each point given to [`fit`], by position.
     #[serde(skip)]
     segment_of: Vec<usize>,
+}
+
+impl Calibration {
+    /// The line of each of `points` (those given to [`fit`]): its call's
+    /// id, and its segment's unseen prefix and token ratio.
+    pub fn lines(&self, points: &[Point]) -> Vec<(i64, f64, f64)> {
+        (points.iter().zip(&self.segment_of))
+            .map(|(p, &s)| {
+                let segment = &self.segments[s];
+                (p.call, segment.unseen_prefix, segment.token_ratio)
+            })
+            .collect()
+    }
 }
 
 /// Where a calibrated count comes from.
@@ -447,7 +452,7 @@ fn segments(causes: &[Option<Cause>]) -> Vec<usize> {
         .collect()
 }
 
-fn too_few(calls: usize) -> String {
+pub(crate) fn too_few(calls: usize) -> String {
     format!("{calls} calls report usage; calibration needs {MIN_CALLS}")
 }
 
@@ -539,99 +544,4 @@ impl SessionFit {
             segment_from_call: segment.from_call,
         })
     }
-}
-
-/// Fits `session`: each call's recorded context (projected under its own
-/// policy) against the input its provider reported. A compaction since the
-/// call before (a compaction event, or another summary in force) starts a
-/// segment.
-pub fn session(session: &SessionLog, cache: &mut ProjectionCache) -> SessionFit {
-    cache.uncalibrated(|raw| fit_session(session, &PolicyChoice::default(), raw))
-}
-
-/// The fitted line of each call of `session`, by id, for counts in
-/// `encoding`; `None` when the session cannot be calibrated.
-pub fn lines(
-    session: &SessionLog,
-    encoding: Encoding,
-    cache: &mut ProjectionCache,
-) -> Option<Arc<Vec<(i64, f64, f64)>>> {
-    if with_usage(session) < MIN_CALLS {
-        return None;
-    }
-    let choice = PolicyChoice {
-        file: None,
-        sets: vec![format!("budget.encoding=\"{}\"", encoding.name())],
-        record: false,
-    };
-    let fitted = cache.uncalibrated(|raw| fit_session(session, &choice, raw));
-    let fit = fitted.fit.ok()?;
-    let lines = fitted
-        .points
-        .iter()
-        .zip(&fit.segment_of)
-        .map(|(p, &s)| {
-            (
-                p.call,
-                fit.segments[s].unseen_prefix,
-                fit.segments[s].token_ratio,
-            )
-        })
-        .collect();
-    Some(Arc::new(lines))
-}
-
-fn with_usage(session: &SessionLog) -> usize {
-    session
-        .calls
-        .iter()
-        .filter(|c| c.usage.input_tokens.is_some_and(|t| t > 0))
-        .count()
-}
-
-fn fit_session(
-    session: &SessionLog,
-    choice: &PolicyChoice,
-    cache: &mut ProjectionCache,
-) -> SessionFit {
-    // Too little usage to fit: say so without projecting anything.
-    let calls = with_usage(session);
-    if calls < MIN_CALLS {
-        return SessionFit {
-            points: Vec::new(),
-            fit: Err(too_few(calls)),
-        };
-    }
-    let mut points = Vec::with_capacity(session.calls.len());
-    let mut compactions: Vec<i64> = session
-        .events
-        .iter()
-        .filter(|e| e.kind == Kind::Compaction)
-        .map(|e| e.seq)
-        .collect();
-    compactions.sort_unstable();
-    let mut before: Option<(i64, Option<i64>)> = None;
-    each_call(session, choice, cache, |call, projected| {
-        let Ok(projected) = projected else {
-            return ControlFlow::Continue(());
-        };
-        let summary = projected.summary().map(|s| s.id);
-        let starts_segment = before.is_some_and(|(last_seq, was)| {
-            let next = compactions.partition_point(|&seq| seq <= last_seq);
-            was != summary
-                || compactions
-                    .get(next)
-                    .is_some_and(|&seq| seq <= call.last_seq)
-        });
-        before = Some((call.last_seq, summary));
-        points.push(Point {
-            call: call.id,
-            estimate: projected.total_tokens as f64,
-            reported: call.usage.input_tokens.map(|t| t as f64),
-            starts_segment,
-        });
-        ControlFlow::Continue(())
-    });
-    let fit = fit(&points);
-    SessionFit { points, fit }
 }

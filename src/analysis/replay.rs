@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::calibrate::{self, Source};
+use super::calibrate::Source;
 use super::{PolicyChoice, ProjectionCache, each_call};
 use crate::engine::Projected;
 use crate::model::{Eviction, Log, ModelCall, SessionLog};
@@ -167,7 +167,7 @@ fn replay_each(
     cache: &mut ProjectionCache,
     mut out: impl FnMut(CallReplay),
 ) {
-    let calibration = calibrate::session(session, cache);
+    let calibration = super::calibration(session, cache);
     // The policy of each recorded call, to render its projection's text.
     let policies: HashMap<i64, Arc<Policy>> = session
         .calls

@@ -5,7 +5,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{Outcome, print_json};
-use crate::analysis::calibrate::{self, Note};
+use crate::analysis::calibrate::Note;
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::display::escape_line;
 use crate::display::thousands;
@@ -74,7 +74,7 @@ pub fn run(
     {
         crate::say!("call {call_id}: {}", crate::display::escape_line(meta));
     }
-    let fitted = calibrate::session(session, &mut cache);
+    let fitted = crate::analysis::calibration(session, &mut cache);
     let calibrated = fitted.note(call.id, projection.total_tokens, choice.is_recorded());
     if as_json {
         print_json(&Calibrated {

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{Outcome, print_json};
 use crate::analysis::activity::Activity;
-use crate::analysis::calibrate::{self, Calibration, Cause};
+use crate::analysis::calibrate::{Calibration, Cause};
 use crate::analysis::check::{InFlight, check_log};
 use crate::analysis::cost::{self, CallCost, Prices, SessionCost, dollars};
 use crate::analysis::replay::replay_session;
@@ -130,7 +130,7 @@ pub fn run(
         .map(|(ix, (s, activity))| {
             let waiting = in_flight.iter().filter(|f| f.session == s.id()).cloned();
             let (calibration, calibration_reason) =
-                match calibrate::session(s, &mut projections).fit {
+                match crate::analysis::calibration(s, &mut projections).fit {
                     Ok(fit) => (Some(fit), None),
                     Err(reason) => (None, Some(reason)),
                 };
