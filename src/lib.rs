@@ -35,6 +35,7 @@ pub mod display;
 pub mod engine;
 pub mod export;
 pub mod files;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hosts;
