@@ -1,0 +1,152 @@
+//! The budget arithmetic: `Budget` (usable and target, and the calibrated
+//! line budgets are measured with), a policy's budget with or without the
+//! session's fit, and OpenCode's reading of the model's `Limits`.
+
+use serde::Serialize;
+
+use super::{Calibrate, Opencode, Policy, Preset, Variant};
+
+impl Policy {
+    /// The budget measured with the session's fitted line (unseen prefix,
+    /// token ratio) where calibration is on; keys set explicitly win.
+    pub fn budget_with(&self, fitted: Option<(f64, f64)>) -> Budget {
+        let mut budget = self.budget();
+        if let (Calibrate::Session, Some((prefix, ratio))) = (self.budget.calibrate, fitted) {
+            if self.budget.unseen_prefix == 0.0 {
+                budget.unseen_prefix = prefix;
+            }
+            if self.budget.token_ratio == 0.0 {
+                budget.token_ratio = ratio;
+            }
+        }
+        budget
+    }
+
+    /// The usable and target budgets (docs/contract.md §3 and the README, Budget),
+    /// measured with the keys' line only (no fit).
+    /// The opencode preset has its own, as OpenCode does (see `Limits`),
+    /// and no safety margin.
+    pub fn budget(&self) -> Budget {
+        let b = &self.budget;
+        let opencode = self.preset == Preset::Opencode;
+        let usable = if opencode {
+            Limits::of(self).usable(&self.opencode)
+        } else if b.input_limit > 0 {
+            b.input_limit
+        } else {
+            b.context_window.saturating_sub(b.output_reserve)
+        };
+        let reducible = usable.saturating_sub(b.injection_reserve);
+        let margin = if opencode { 0.0 } else { b.safety_margin };
+        Budget {
+            usable,
+            target: (reducible as f64 * (1.0 - margin)).floor() as u64,
+            injection_reserve: b.injection_reserve,
+            unseen_prefix: b.unseen_prefix,
+            token_ratio: if b.token_ratio > 0.0 {
+                b.token_ratio
+            } else {
+                1.0
+            },
+        }
+    }
+}
+
+/// The budget threaded through the reducers. A struct, so per-tier caps can be
+/// added later without changing any reducer's signature.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Budget {
+    pub usable: u64,
+    pub target: u64,
+    #[serde(skip)]
+    pub injection_reserve: u64,
+    /// The line budgets are measured with: what the provider would count
+    /// of a context we estimate at `e` tokens is `unseen_prefix + token_ratio × e`
+    /// (0 and 1 when calibration is off or found nothing).
+    #[serde(skip)]
+    pub unseen_prefix: f64,
+    #[serde(skip)]
+    pub token_ratio: f64,
+}
+
+impl Budget {
+    /// How full a context of `tokens` (estimated) is against the target, in
+    /// percent.
+    pub fn percent(&self, tokens: u64) -> u64 {
+        let ratio = self.provider(tokens) as f64 / self.target.max(1) as f64;
+        (ratio * 100.0) as u64
+    }
+
+    /// What the provider would count of a whole context estimated at `estimate`.
+    pub fn provider(&self, estimate: u64) -> u64 {
+        (self.unseen_prefix + self.token_ratio * estimate as f64).round() as u64
+    }
+
+    /// The estimated tokens a whole context may have for the provider to
+    /// count at most `provider` tokens.
+    pub fn room(&self, provider: u64) -> u64 {
+        ((provider as f64 - self.unseen_prefix) / self.token_ratio).max(0.0) as u64
+    }
+
+    /// Whether the line is anything but the identity.
+    pub fn is_calibrated(&self) -> bool {
+        self.unseen_prefix != 0.0 || self.token_ratio != 1.0
+    }
+}
+
+/// The model's limits as OpenCode reads them: context window (0: unknown),
+/// input limit (0: none), output limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub context: u64,
+    pub input: u64,
+    pub output: u64,
+}
+
+impl Limits {
+    pub fn of(policy: &Policy) -> Limits {
+        let o = &policy.opencode;
+        Limits {
+            context: policy.budget.context_window,
+            input: policy.budget.input_limit,
+            output: match o.output_limit {
+                0 => policy.budget.output_reserve,
+                limit => limit,
+            },
+        }
+    }
+
+    /// min(output limit, cap), or the cap when the limit is 0.
+    fn max_output(self, o: &Opencode) -> u64 {
+        match self.output {
+            0 => o.output_cap,
+            limit => limit.min(o.output_cap),
+        }
+    }
+
+    /// The usable input budget under `o.variant` (a context window of 0,
+    /// unknown, has no limit).
+    pub fn usable(self, o: &Opencode) -> u64 {
+        if self.context == 0 {
+            return u64::MAX / 4;
+        }
+        let max_output = self.max_output(o);
+        match o.variant {
+            Variant::Seed if self.input > 0 => self.input,
+            Variant::Seed => self.context.saturating_sub(max_output),
+            Variant::Current => {
+                let reserved = match o.reserved {
+                    0 => max_output.min(20_000),
+                    n => n,
+                };
+                match self.input {
+                    0 => self
+                        .context
+                        .saturating_sub(max_output)
+                        .saturating_sub(reserved),
+                    input => input.saturating_sub(reserved),
+                }
+            }
+        }
+    }
+}
