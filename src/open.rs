@@ -1,15 +1,17 @@
 //! Opening what a user names, for the commands and the inspector alike: a
 //! log, or another tool's transcript through its import in the user's cache
-//! (made again when the transcript changes, and while it is followed).
+//! (made again when the transcript changes, and while it is followed); and
+//! following a log as it is written (`Followed`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 
 use crate::analysis::activity::{self, Activity};
 use crate::import::{self, Format};
-use crate::log::Store;
+use crate::log::{LogError, Store};
 use crate::model::Log;
 use crate::say_err;
 
@@ -111,4 +113,112 @@ pub fn import_showing_progress(
     });
     bar.finish_and_clear();
     report
+}
+
+/// A log followed as it is written: what changed on disk since the last look.
+pub struct Followed {
+    path: PathBuf,
+    store: Store,
+    file: Option<FileState>,
+    /// The file was found emptied or gone: open it afresh once it is back.
+    lost: bool,
+}
+
+/// What a look at a followed log found.
+pub enum Change {
+    Nothing,
+    /// The file was emptied (`truncated`) or removed: what was loaded stays.
+    Lost {
+        truncated: bool,
+    },
+    /// Another file is at the path now: it, loaded whole.
+    Replaced(Log),
+    /// New rows were committed and loaded into the log.
+    Grew,
+}
+
+/// What identifies the file on disk, to notice it being replaced or cut.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct FileState {
+    /// (device, inode) where the platform has them.
+    identity: Option<(u64, u64)>,
+    len: u64,
+}
+
+impl FileState {
+    fn of(path: &Path) -> Option<FileState> {
+        let meta = std::fs::metadata(path).ok()?;
+        #[cfg(unix)]
+        let identity = {
+            use std::os::unix::fs::MetadataExt;
+            Some((meta.dev(), meta.ino()))
+        };
+        #[cfg(not(unix))]
+        let identity = None;
+        Some(FileState {
+            identity,
+            len: meta.len(),
+        })
+    }
+}
+
+impl Followed {
+    /// Follows the log at `path`; `store` must be the one its log was
+    /// loaded through.
+    pub fn new(path: &Path, store: Store) -> Followed {
+        Followed {
+            path: path.to_path_buf(),
+            store,
+            file: FileState::of(path),
+            lost: false,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Loads what was committed since the last look into `log`, or the
+    /// file that replaced it. A loss is told once; an error leaves `log`
+    /// as it was.
+    pub fn look(&mut self, log: &mut Arc<Log>) -> Result<Change, LogError> {
+        let now = FileState::of(&self.path);
+        let Some(file) = now.filter(|f| f.len > 0) else {
+            if !self.lost {
+                self.lost = true;
+                return Ok(Change::Lost {
+                    truncated: now.is_some(),
+                });
+            }
+            return Ok(Change::Nothing);
+        };
+        // In WAL mode the file only grows (at checkpoints): a new identity,
+        // a shorter file or one that was emptied is another log now.
+        let was = self.file.filter(|_| !self.lost);
+        let replaced = was.is_none_or(|was| was.identity != file.identity || file.len < was.len);
+        if replaced {
+            let mut store = Store::open(&self.path)?;
+            let new = store.load()?;
+            self.store = store;
+            self.file = Some(file);
+            self.lost = false;
+            return Ok(Change::Replaced(new));
+        }
+        self.file = Some(file);
+        // The store knows what it loaded, so a commit made between its load
+        // and the following starting is not missed.
+        if !self.store.has_changed()? {
+            return Ok(Change::Nothing);
+        }
+        // The caller holds the only reference, so this appends in place.
+        let changes = self.store.load_new(Arc::make_mut(log))?;
+        if changes.is_empty() {
+            return Ok(Change::Nothing);
+        }
+        Ok(Change::Grew)
+    }
 }

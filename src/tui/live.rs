@@ -1,8 +1,9 @@
 //! Following a log while an agent writes it: a file watcher says something
-//! moved, `PRAGMA data_version` confirms a real commit, and only the new rows
-//! are loaded. Never writes the log.
+//! moved, and `open::Followed` loads what changed (only the new rows, once
+//! `PRAGMA data_version` confirms a real commit), which the inspector shows.
+//! Never writes the log.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
@@ -10,6 +11,7 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
 use super::app::App;
 use crate::log::{LogError, Store};
+use crate::open::{Change, Followed};
 
 /// What wakes the inspector's loop.
 pub enum Msg {
@@ -26,37 +28,8 @@ pub enum Msg {
 
 /// The watched log.
 pub struct Tail {
-    path: PathBuf,
-    store: Store,
-    file: Option<FileState>,
-    /// The file was found emptied or gone: open it afresh once it is back.
-    lost: bool,
+    log: Followed,
     _watcher: Option<RecommendedWatcher>,
-}
-
-/// What identifies the file on disk, to notice it being replaced or cut.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct FileState {
-    /// (device, inode) where the platform has them.
-    identity: Option<(u64, u64)>,
-    len: u64,
-}
-
-impl FileState {
-    fn of(path: &Path) -> Option<FileState> {
-        let meta = std::fs::metadata(path).ok()?;
-        #[cfg(unix)]
-        let identity = {
-            use std::os::unix::fs::MetadataExt;
-            Some((meta.dev(), meta.ino()))
-        };
-        #[cfg(not(unix))]
-        let identity = None;
-        Some(FileState {
-            identity,
-            len: meta.len(),
-        })
-    }
 }
 
 impl Tail {
@@ -106,10 +79,7 @@ impl Tail {
             Some(w)
         });
         Ok(Tail {
-            path: path.to_path_buf(),
-            store,
-            file: FileState::of(path),
-            lost: false,
+            log: Followed::new(path, store),
             _watcher: watcher,
         })
     }
@@ -119,55 +89,37 @@ impl Tail {
     /// whether anything new arrived; an error leaves the app as it was.
     pub fn apply(&mut self, app: &mut App) -> Result<bool, LogError> {
         let changed = self.look(app);
-        app.activity = crate::open::activity(&self.store, &app.log);
+        app.activity = crate::open::activity(self.log.store(), &app.log);
         changed
     }
 
     fn look(&mut self, app: &mut App) -> Result<bool, LogError> {
-        let name = self.path.display();
-        let now = FileState::of(&self.path);
-        let Some(file) = now.filter(|f| f.len > 0) else {
-            if !self.lost {
-                self.lost = true;
-                app.status = match now {
-                    Some(_) => format!(
+        let change = self.log.look(&mut app.log)?;
+        let name = self.log.path().display();
+        match change {
+            Change::Nothing => Ok(false),
+            Change::Lost { truncated } => {
+                app.status = if truncated {
+                    format!(
                         "{name} was truncated to 0 bytes: showing what was loaded; it is opened again once written"
-                    ),
-                    None => format!(
+                    )
+                } else {
+                    format!(
                         "{name} was removed: showing what was loaded; it is opened again if it comes back"
-                    ),
+                    )
                 };
-                return Ok(true);
+                Ok(true)
             }
-            return Ok(false);
-        };
-        // In WAL mode the file only grows (at checkpoints): a new identity,
-        // a shorter file or one that was emptied is another log now.
-        let was = self.file.filter(|_| !self.lost);
-        let replaced = was.is_none_or(|was| was.identity != file.identity || file.len < was.len);
-        if replaced {
-            let mut store = Store::open(&self.path)?;
-            let log = store.load()?;
-            self.store = store;
-            self.file = Some(file);
-            self.lost = false;
-            let events = log.event_count();
-            app.replace_log(Arc::new(log));
-            app.status = format!("{name} was replaced: opened the new file ({events} events)");
-            return Ok(true);
+            Change::Replaced(log) => {
+                let events = log.event_count();
+                app.replace_log(Arc::new(log));
+                app.status = format!("{name} was replaced: opened the new file ({events} events)");
+                Ok(true)
+            }
+            Change::Grew => {
+                app.refresh();
+                Ok(true)
+            }
         }
-        self.file = Some(file);
-        // The store knows what it loaded, so a commit made between its load
-        // and this watch starting is not missed.
-        if !self.store.has_changed()? {
-            return Ok(false);
-        }
-        // The app holds the only reference, so this appends in place.
-        let changes = self.store.load_new(Arc::make_mut(&mut app.log))?;
-        if changes.is_empty() {
-            return Ok(false);
-        }
-        app.refresh();
-        Ok(true)
     }
 }
