@@ -4,7 +4,6 @@
 
 mod budget;
 mod builder;
-/// The shipped defaults, with a line of documentation for every key.
 mod document;
 mod error;
 mod keys;
@@ -21,4 +20,5 @@ pub use keys::{
 };
 pub use schema::{allowed_values, key_docs};
 
+/// The shipped defaults, with a line of documentation for every key.
 pub const DEFAULTS_TOML: &str = include_str!("../../assets/policy.toml");
