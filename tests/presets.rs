@@ -604,3 +604,16 @@ fn a_call_of_a_long_session_projected_alone_is_the_call_in_a_replay() {
         }
     }
 }
+
+#[test]
+fn a_preset_takes_pins_in_the_engine_exactly_where_the_policy_shows_them() {
+    use ctxlens::policy::Preset;
+    for name in Preset::NAMES {
+        let preset: Preset = serde_json::from_value(serde_json::json!(name)).unwrap();
+        assert_eq!(
+            ctxlens::engine::presets::of(preset).pins,
+            preset.reads("pin.seqs"),
+            "{name}"
+        );
+    }
+}

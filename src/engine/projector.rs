@@ -130,7 +130,8 @@ impl<'a> Projector<'a> {
 impl Carry {
     /// The reckoning the preset carries from call to call, of its own type
     /// `T`: what the call before left, or `T::default()` at the first call
-    /// (a carry serves one policy, so one preset, at a time).
+    /// (a carry serves one policy, so one preset, at a time). A preset keeps
+    /// one type here: asking for another starts that one afresh.
     pub(crate) fn own<T: Any + Clone + Debug + Default + Send + Sync>(&mut self) -> &mut T {
         if !(self.own.0.as_deref()).is_some_and(|own| own.any().is::<T>()) {
             self.own.0 = Some(Box::new(T::default()));

@@ -123,10 +123,18 @@ impl Preset {
     /// Whether this preset compacts at the log's `compaction` markers
     /// (while `trigger.on_request` is true).
     pub fn honours_markers(self) -> bool {
-        !matches!(
-            self,
-            Preset::Tiered | Preset::Structural | Preset::Block | Preset::Recorded
-        )
+        match self {
+            Preset::Pipeline
+            | Preset::Opencode
+            | Preset::Adaptive
+            | Preset::PreserveUser
+            | Preset::TokenFraction
+            | Preset::RecentTurns
+            | Preset::Executive
+            | Preset::Codex
+            | Preset::ClaudeCode => true,
+            Preset::Tiered | Preset::Structural | Preset::Block | Preset::Recorded => false,
+        }
     }
 
     pub fn name(self) -> &'static str {

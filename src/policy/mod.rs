@@ -16,7 +16,8 @@ pub use error::{PolicyError, Source};
 pub use keys::{
     Adaptive, Block, BudgetPolicy, Calibrate, ClaudeCode, Codex, Combine, CostPolicy, Executive,
     Mode, Opencode, Pin, Policy, PreserveUser, Preset, RecentTurns, Retention, Scope, Structural,
-    SummaryPolicy, TokenFraction, ToolResults, ToolRule, Trigger, Variant, Window, is_price,
+    SummaryPolicy, Tiered, TokenFraction, ToolResults, ToolRule, Trigger, Variant, Window,
+    is_price,
 };
 pub use schema::{allowed_values, key_docs};
 

@@ -55,7 +55,8 @@ pub(crate) struct Memo {
 
 impl Memo {
     /// What a preset found in the log and keeps for the walks after it, of
-    /// its own type `T`: shared by every walk over these counts.
+    /// its own type `T`: shared by every walk over these counts, whatever
+    /// the policy, so `T` is a type the preset defines, never a shared one.
     pub(crate) fn found<T: Any + Default + Send + Sync>(&self) -> Arc<Mutex<T>> {
         let mut found = (self.found.lock()).unwrap_or_else(PoisonError::into_inner);
         let any = found

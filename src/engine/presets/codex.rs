@@ -31,15 +31,20 @@ pub fn limit(policy: &Policy) -> u64 {
     }
 }
 
+/// What codex found among the user messages, by its summary prefix: read
+/// from the log by the first walk, not by every walk.
+#[derive(Default)]
+struct Found(HashMap<Box<str>, Arc<Messages>>);
+
 /// Those of `session`: what a walk of it found before (kept in `counts`
 /// by summary prefix, as the messages depend on nothing else), or read
 /// now, for this walk and the next. The lock is not held while reading:
 /// a walk beside this one, on the same core, may be waiting for it.
 fn messages_of(session: &SessionLog, x: &Codex, counts: &Counts) -> Arc<Messages> {
     let prefix = x.summary_prefix.as_str();
-    let found = counts.memo.found::<HashMap<Box<str>, Arc<Messages>>>();
+    let found = counts.memo.found::<Found>();
     let memo = || found.lock().unwrap_or_else(PoisonError::into_inner);
-    let known = memo()
+    let known = (memo().0)
         .get(prefix)
         .filter(|known| known.seen() == session.events.len())
         .cloned();
@@ -49,7 +54,7 @@ fn messages_of(session: &SessionLog, x: &Codex, counts: &Counts) -> Arc<Messages
             &|ix| session.opening(ix),
             x,
         ));
-        memo().insert(prefix.into(), Arc::clone(&read));
+        memo().0.insert(prefix.into(), Arc::clone(&read));
         read
     })
 }

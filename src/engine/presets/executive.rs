@@ -68,11 +68,11 @@ fn state_first(
     state.made = Some((span, made));
 }
 
-/// What the tool calls of a span say: the newest plan's progress, the
-/// working files (most recent last), and how often each tool was called.
 /// The tally of the span compacted so far.
 type Carried = Option<(Span, Tally)>;
 
+/// What the tool calls of a span say: the newest plan's progress, the
+/// working files (most recent last), and how often each tool was called.
 #[derive(Clone, Debug, Default)]
 pub struct Tally {
     plan: Option<String>,

@@ -1,11 +1,13 @@
 //! The presets, a file apiece, each through one interface: a [`Design`]
 //! names its preset, whether what it fires cuts and whether pins apply,
-//! and how it projects one call: from the call's
-//! context, its budget, the policy and the state the session's earlier
-//! calls left, to the context with every event's disposition, naming the
-//! triggers that fired. Adding a host is adding a file and a row below.
-//! The machinery several share stays beside them in `engine`: the
-//! pipeline's reducers, the split presets' `split`, the byte rules' `trim`.
+//! and how it projects one call: from the call's context, its budget, the
+//! policy and the state the session's earlier calls left, to the context
+//! with every event's disposition, naming the triggers that fired. Adding a
+//! host is adding a file, a row below and its `Preset` in the policy (its
+//! name, the tables it reads, whether it follows markers: see
+//! docs/architecture.md). The machinery several share stays beside them in
+//! `engine`: the pipeline's reducers, the split presets' `split`, the byte
+//! rules' `trim`.
 
 pub mod adaptive;
 pub mod block;
