@@ -4,7 +4,7 @@
 //! only a panic, an abort or a stack overflow is a failure. Each returns
 //! whether its readers took the input without an error, so a test can tell
 //! that inputs reach past the first check. The cargo-fuzz crate in `fuzz/`
-//! and `tests/fuzz_smoke.rs` both call these functions.
+//! and `tests/it/fuzz_smoke.rs` both call these functions.
 //!
 //! Two targets write SQLite files from a line-based text of rows (see
 //! [`parse_rows`]): a line `TABLE<TAB>FIELD<TAB>FIELD...` is one row, its

@@ -293,7 +293,7 @@ impl<'a> Projected<'a> {
 
     /// Tokens of the longest common prefix with `previous`'s context: what a
     /// provider's prompt cache could reuse. The reference `reused`, which the
-    /// incremental path keeps as it goes, is held to in tests/invariants.rs.
+    /// incremental path keeps as it goes, is held to in tests/it/invariants.rs.
     pub fn prefix_reused_tokens(&self, previous: &[ItemRef]) -> u64 {
         self.order
             .iter()

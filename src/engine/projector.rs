@@ -3,7 +3,7 @@
 //! token totals), so that a call costs what changed since the one before,
 //! not what the log holds. The same preset `project` functions serve both
 //! paths: from scratch they start from an empty `Carry` (`engine::project`,
-//! the reference the incremental path is held to in tests/invariants.rs),
+//! the reference the incremental path is held to in tests/it/invariants.rs),
 //! here from the carry the call before left. A call that cannot follow on
 //! (another policy or other counts, fewer events, turns out of order)
 //! starts from an empty carry too.

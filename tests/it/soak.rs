@@ -4,7 +4,7 @@
 //!
 //! The soak runs 5 s in the normal suite; `CTXLENS_SOAK_SECS` sets another
 //! length, and the ignored `soak_for_a_minute` runs it for 60 s:
-//! `cargo test --release --test soak -- --ignored --nocapture`.
+//! `cargo test --release --test it soak:: -- --ignored --nocapture`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};

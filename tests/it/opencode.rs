@@ -3,9 +3,7 @@
 //! `opencode.variant = "current"`), its prune tests and the layout after a
 //! compaction, plus the boundaries the design states.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ctxlens::engine::Projected;
 use ctxlens::engine::presets::opencode::{StepTokens, estimate, is_overflow};
 use ctxlens::model::{Event, Kind, Usage};

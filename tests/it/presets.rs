@@ -1,9 +1,7 @@
 //! Every number of the presets pinned at its boundary, one small log
 //! each (tokens in chars4: a character count divisible by 4 is exact).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ctxlens::engine::{ItemRef, Projected};
 use ctxlens::model::Kind;
 

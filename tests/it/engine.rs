@@ -1,8 +1,6 @@
 //! The pipeline's rules, one small log each.
 
-mod common;
-
-use common::*;
+use crate::common::{self, *};
 use ctxlens::engine::Status;
 use ctxlens::model::Kind;
 

@@ -2,9 +2,9 @@
 //! token ratio: it finds them, steps at a compaction, shrugs off outliers,
 //! anchors what-ifs on the reported figure and says why when it cannot fit.
 
-mod common;
-
 use std::ops::ControlFlow;
+
+use crate::common;
 
 use ctxlens::analysis::calibrate::{self, Point, SessionFit, Source};
 use ctxlens::analysis::{PolicyChoice, ProjectionCache, each_call};

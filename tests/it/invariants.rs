@@ -1,8 +1,6 @@
 //! docs/contract.md §6 over random logs and policies (proptest).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ctxlens::analysis::{PolicyChoice, ProjectionCache, project_call};
 use ctxlens::engine::{self, ItemRef, Projected, Projector, Stand, State, Status};
 use ctxlens::model::{Event, Kind, SessionLog};

@@ -2,9 +2,7 @@
 //! (its `compact.rs` and `tests/suite/compact.rs`) and Claude Code (its
 //! auto-compact threshold, microcompact and the real session it predicts).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ctxlens::engine::presets::{claude_code, codex};
 use ctxlens::engine::{Cut, Projected, cut_text};
 use ctxlens::model::{Kind, Usage};

@@ -1,10 +1,8 @@
 //! Cost in dollars: the shipped price table, billed and estimated calls,
 //! overrides from the policy and the configuration, and compaction's share.
 
-mod common;
-
+use crate::common::{self, LogBuilder};
 use assert_cmd::Command;
-use common::LogBuilder;
 use ctxlens::analysis::PolicyChoice;
 use ctxlens::analysis::ProjectionCache;
 use ctxlens::analysis::cost::{self, CostSource, Prices};

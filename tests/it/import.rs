@@ -658,16 +658,28 @@ fn malformed_lines_are_reported_and_a_torn_last_line_is_left_alone() {
 #[test]
 fn ctxlens_src_imports_into_the_cache_once_and_names_bad_input() {
     let dir = TempDir::new().unwrap();
-    let cache = dir.path().join("cache");
+    let cache_home = TempDir::new().unwrap();
+    let cache = cache_home.path();
     let src = dir.path().join("session.jsonl");
     std::fs::copy(fixture("codex-compacted.jsonl"), &src).unwrap();
     let path = ctxlens::import::cache_path(&src).unwrap();
     assert!(path.starts_with(ctxlens::paths::cache_dir()));
-    // The cache directory comes from XDG_CACHE_HOME, never beside the source.
-    // SAFETY: this test's process sets it before reading it, and no other test reads it.
-    unsafe { std::env::set_var("XDG_CACHE_HOME", &cache) };
-    let path = ctxlens::import::cache_path(&src).unwrap();
-    assert!(path.starts_with(&cache));
+    // The cache directory comes from XDG_CACHE_HOME, never beside the source:
+    // a command given it imports there. (It is set on the command, not in
+    // this process, whose other tests run meanwhile.)
+    let out = ctxlens()
+        .arg("check")
+        .arg(&src)
+        .env("XDG_CACHE_HOME", cache)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.code().is_some_and(|c| c < 2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let imported = cache.join("ctxlens").join(path.file_name().unwrap());
+    assert!(imported.is_file(), "{} was not made", imported.display());
     std::fs::write(
         &src,
         std::fs::read(fixture("codex-compacted.jsonl"))
@@ -692,7 +704,7 @@ fn ctxlens_src_imports_into_the_cache_once_and_names_bad_input() {
     std::fs::write(&junk, "just some notes\n").unwrap();
     let out = ctxlens()
         .arg(&junk)
-        .env("XDG_CACHE_HOME", &cache)
+        .env("XDG_CACHE_HOME", cache)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

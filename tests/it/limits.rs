@@ -355,7 +355,7 @@ fn a_six_megabyte_event_without_whitespace() {
 }
 
 /// The same with 60 MB and the default encoding. Slow in a debug build: run
-/// it with `cargo test --release --test limits -- --ignored`.
+/// it with `cargo test --release --test it limits:: -- --ignored`.
 #[test]
 #[ignore]
 fn a_sixty_megabyte_event_without_whitespace() {

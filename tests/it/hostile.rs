@@ -549,7 +549,7 @@ fn a_summarizer_that_reads_nothing_does_not_kill_ctxlens() {
     }
 }
 
-/// `cargo test --test hostile -- --ignored` leaves the log at /tmp/hostile.db,
+/// `cargo test --test it hostile:: -- --ignored` leaves the log at /tmp/hostile.db,
 /// to look at by hand (`ctxlens /tmp/hostile.db` in tmux).
 #[test]
 #[ignore]

@@ -1,12 +1,10 @@
 //! `why`: a fact traced through every call, on the sample and on one small
 //! log per state.
 
-mod common;
-
 use std::path::Path;
 
+use crate::common::*;
 use assert_cmd::Command;
-use common::*;
 use ctxlens::analysis::PolicyChoice;
 use ctxlens::analysis::why::{Fact, State, trace};
 use serde_json::Value;
