@@ -9,7 +9,7 @@
 //! # Floors
 //!
 //! Each module imports only modules on floors below its own, never one on
-//! its floor or above (tests/layers.rs reads this list and checks every
+//! its floor or above (tests/it/layers.rs reads this list and checks every
 //! `crate::` path in `src/` against it):
 //!
 //! 1. `paths`, `files`, `keys`: where ctxlens keeps its files, bounded reads, the key table

@@ -30,6 +30,7 @@ mod import_output;
 mod import_recording;
 mod import_usage;
 mod invariants;
+mod layers;
 mod limits;
 mod live;
 mod log;
