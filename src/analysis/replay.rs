@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::calibrate::Source;
 use super::{PolicyChoice, ProjectionCache, each_call};
 use crate::engine::Projected;
-use crate::model::{Eviction, Log, ModelCall, SessionLog};
+use crate::model::{Eviction, Kind, Log, ModelCall, SessionLog};
 use crate::policy::Policy;
 use crate::record::{self, Message, Sent};
 
@@ -93,6 +93,26 @@ pub struct Replay {
     /// Calls whose compaction made no progress, and the longest run of them.
     pub no_progress: usize,
     pub no_progress_run: usize,
+    /// Where the host compacted beside where the projection did, per session.
+    pub compactions: Vec<Compaction>,
+}
+
+/// A compaction of the host's and the projection's at the call nearest it,
+/// or either alone (docs/contract.md, replay).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Compaction {
+    pub session: String,
+    /// The first call after the host's compaction: its marker, or a new
+    /// summary in force without one.
+    pub host_call: Option<i64>,
+    /// A call at which the projection compacted.
+    pub predicted_call: Option<i64>,
+    /// How many calls the prediction came after the host's compaction
+    /// (before it, negative), where there are both.
+    pub offset: Option<i64>,
+    /// `auto` or `manual`, as the host's marker says (`auto` for a
+    /// compaction the host did not mark, and for a prediction alone).
+    pub kind: &'static str,
 }
 
 /// Replays every call of the session `only` names, or of every session.
@@ -104,12 +124,15 @@ pub fn replay(
     cache: &mut ProjectionCache,
 ) -> Replay {
     let mut calls = Vec::new();
+    let mut compactions = Vec::new();
     for session in log
         .sessions
         .iter()
         .filter(|s| only.is_none_or(|id| s.id() == id))
     {
+        let from = calls.len();
         replay_session(session, choice, cache, &mut calls);
+        compactions.extend(paired(session, &calls[from..]));
     }
     calls.sort_by_key(|c| c.call);
     let matching = calls.iter().filter(|c| c.matches_record).count();
@@ -128,7 +151,82 @@ pub fn replay(
         estimate_error: (!errors.is_empty())
             .then(|| errors.iter().map(|e| e.abs()).sum::<f64>() / errors.len() as f64),
         calls,
+        compactions,
     }
+}
+
+/// The host's compactions of `session` and the projection's (`replayed`,
+/// its calls in id order), each paired with the nearest of the other kind
+/// that nothing nearer took.
+fn paired(session: &SessionLog, replayed: &[CallReplay]) -> Vec<Compaction> {
+    let mut calls: Vec<&ModelCall> = session.calls.iter().collect();
+    calls.sort_by_key(|c| c.id);
+    // The host's: the first call after each marker, and each call with a
+    // new summary in force that no marker explains; by position.
+    let mut host: Vec<(usize, &'static str)> = Vec::new();
+    for marker in session.events.iter().filter(|e| e.kind == Kind::Compaction) {
+        let manual = marker.meta.as_deref().is_some_and(|m| {
+            serde_json::from_str::<serde_json::Value>(m).is_ok_and(|m| m["auto"] == false)
+        });
+        if let Some(at) = calls.iter().position(|c| c.last_seq >= marker.seq) {
+            host.push((at, if manual { "manual" } else { "auto" }));
+        }
+    }
+    for at in 1..calls.len() {
+        let summary = calls[at].summary_id;
+        if summary.is_some() && summary != calls[at - 1].summary_id {
+            host.push((at, "auto"));
+        }
+    }
+    host.sort_by_key(|&(at, _)| at);
+    host.dedup_by_key(|&mut (at, _)| at);
+    let predicted: Vec<usize> = (replayed.iter())
+        .filter(|r| r.compacted)
+        .filter_map(|r| calls.iter().position(|c| c.id == r.call))
+        .collect();
+    // Nearest first: a pair is made when neither side was taken by a nearer one.
+    let mut pairs: Vec<(usize, usize)> = (0..host.len())
+        .flat_map(|h| (0..predicted.len()).map(move |p| (h, p)))
+        .collect();
+    pairs.sort_by_key(|&(h, p)| (host[h].0.abs_diff(predicted[p]), host[h].0));
+    let (mut host_of, mut taken) = (vec![None; predicted.len()], vec![false; host.len()]);
+    for (h, p) in pairs {
+        if !taken[h] && host_of[p].is_none() {
+            taken[h] = true;
+            host_of[p] = Some(h);
+        }
+    }
+    let id = |at: usize| calls[at].id;
+    let mut out: Vec<(usize, Compaction)> = Vec::new();
+    for (h, &(at, kind)) in host.iter().enumerate() {
+        let p = host_of.iter().position(|&x| x == Some(h));
+        out.push((
+            at,
+            Compaction {
+                session: session.id().to_string(),
+                host_call: Some(id(at)),
+                predicted_call: p.map(|p| id(predicted[p])),
+                offset: p.map(|p| predicted[p] as i64 - at as i64),
+                kind,
+            },
+        ));
+    }
+    for (p, &at) in predicted.iter().enumerate() {
+        if host_of[p].is_none() {
+            out.push((
+                at,
+                Compaction {
+                    session: session.id().to_string(),
+                    host_call: None,
+                    predicted_call: Some(id(at)),
+                    offset: None,
+                    kind: "auto",
+                },
+            ));
+        }
+    }
+    out.sort_by_key(|(at, _)| *at);
+    out.into_iter().map(|(_, c)| c).collect()
 }
 
 /// Every call of session `id` replayed as the inspector's strip shows it:

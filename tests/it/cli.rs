@@ -749,3 +749,90 @@ fn an_imported_transcript_is_imported_not_a_writer_that_stopped() {
     );
     assert!(!text.contains("writer stopped"), "{text}");
 }
+
+/// `replay`'s compactions of one run: (host call, predicted call, offset, kind).
+fn compactions(args: &[&str], cache: &Path) -> (Vec<(Value, Value, Value, String)>, String) {
+    let run = |json: bool| {
+        let mut cmd = ctxlens();
+        cmd.env("XDG_CACHE_HOME", cache).arg("replay").args(args);
+        if json {
+            cmd.arg("--json");
+        }
+        String::from_utf8(cmd.output().unwrap().stdout).unwrap()
+    };
+    let report: Value = serde_json::from_str(&run(true)).unwrap();
+    let list = report["compactions"].as_array().unwrap().iter();
+    let list = list
+        .map(|c| {
+            let kind = c["kind"].as_str().unwrap().to_string();
+            (
+                c["host_call"].clone(),
+                c["predicted_call"].clone(),
+                c["offset"].clone(),
+                kind,
+            )
+        })
+        .collect();
+    (list, run(false))
+}
+
+#[test]
+fn replay_sets_each_host_compaction_beside_the_one_predicted_nearest_it() {
+    let cache = TempDir::new().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/claude-code/v2.0-compacted-resumed.jsonl");
+    let fixture = fixture.to_str().unwrap();
+    // Following the host's marker, the preset compacts where the host did.
+    let (list, text) = compactions(&[fixture], cache.path());
+    assert_eq!(list, [(3.into(), 3.into(), 0.into(), "manual".to_string())]);
+    assert!(
+        text.contains("host at [3 (manual)]; host → predicted: 3 (manual) → 3 (+0)"),
+        "{text}"
+    );
+    // Not following it, the small session never reaches the threshold.
+    let (list, text) = compactions(
+        &[fixture, "--set", "trigger.on_request=false"],
+        cache.path(),
+    );
+    assert_eq!(
+        list,
+        [(3.into(), Value::Null, Value::Null, "manual".to_string())]
+    );
+    assert!(
+        text.contains(
+            "predicted at calls [], host at [3 (manual)]; none predicted at [3 (manual)]"
+        ),
+        "{text}"
+    );
+    // A preset that compacts where the host never did.
+    let tool_heavy = samples().join("tool-heavy.db");
+    let (list, text) = compactions(
+        &[tool_heavy.to_str().unwrap(), "--set", "preset=tiered"],
+        cache.path(),
+    );
+    assert!(!list.is_empty());
+    for (host, predicted, offset, _) in &list {
+        assert!(
+            host.is_null() && offset.is_null() && predicted.is_i64(),
+            "{list:?}"
+        );
+    }
+    assert!(
+        text.contains("host at []; the host did not compact at ["),
+        "{text}"
+    );
+    // The sample's summaries come into force a call after the pipeline's trigger fires.
+    let forgot = samples().join("forgot-deploy-key.db");
+    let (list, _) = compactions(&[forgot.to_str().unwrap()], cache.path());
+    let pairs: Vec<(i64, i64, i64)> = list
+        .iter()
+        .map(|(h, p, o, _)| {
+            (
+                h.as_i64().unwrap(),
+                p.as_i64().unwrap(),
+                o.as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(pairs, [(27, 26, -1), (44, 43, -1), (72, 71, -1)]);
+}
