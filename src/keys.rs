@@ -208,7 +208,7 @@ pub const KEYMAP: &[Binding] = &[
         &[KeyCode::Char('D')],
         "D",
         Control::Compare,
-        "compare: the recorded policy (or record) against the edited one",
+        "compare: the recorded policy (or record) against the edited one; compactions",
     ),
     bind(
         &[KeyCode::Char('y')],

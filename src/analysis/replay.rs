@@ -158,7 +158,7 @@ pub fn replay(
 /// The host's compactions of `session` and the projection's (`replayed`,
 /// its calls in id order), each paired with the nearest of the other kind
 /// that nothing nearer took.
-fn paired(session: &SessionLog, replayed: &[CallReplay]) -> Vec<Compaction> {
+pub fn paired(session: &SessionLog, replayed: &[CallReplay]) -> Vec<Compaction> {
     let mut calls: Vec<&ModelCall> = session.calls.iter().collect();
     calls.sort_by_key(|c| c.id);
     // The host's: the first call after each marker, and each call with a
@@ -227,6 +227,66 @@ fn paired(session: &SessionLog, replayed: &[CallReplay]) -> Vec<Compaction> {
     }
     out.sort_by_key(|(at, _)| *at);
     out.into_iter().map(|(_, c)| c).collect()
+}
+
+/// Per session with any compaction: where the projection compacted and
+/// where the host did, then each pair (host → predicted, with the offset
+/// in calls) and those of either alone. A session is named when there are
+/// several; a manual compaction of the host's is marked.
+pub fn compaction_lines(compactions: &[Compaction]) -> Vec<String> {
+    let several = compactions.windows(2).any(|w| w[0].session != w[1].session);
+    let list = |calls: Vec<String>| format!("[{}]", calls.join(", "));
+    let host = |c: &Compaction| {
+        let call = c.host_call.map_or(String::new(), |h| h.to_string());
+        match c.kind {
+            "manual" => format!("{call} (manual)"),
+            _ => call,
+        }
+    };
+    compactions
+        .chunk_by(|a, b| a.session == b.session)
+        .map(|session| {
+            let predicted: Vec<String> = (session.iter())
+                .filter_map(|c| Some(c.predicted_call?.to_string()))
+                .collect();
+            let hosts: Vec<String> = (session.iter().filter(|c| c.host_call.is_some()))
+                .map(host)
+                .collect();
+            let mut line = match several {
+                true => format!("{}: ", crate::display::escape_line(&session[0].session)),
+                false => String::new(),
+            };
+            line += &format!(
+                "compactions: predicted at calls {}, host at {}",
+                list(predicted),
+                list(hosts)
+            );
+            let pairs: Vec<String> = (session.iter())
+                .filter_map(|c| {
+                    let (p, offset) = (c.predicted_call?, c.offset?);
+                    Some(format!("{} → {p} ({offset:+})", host(c)))
+                })
+                .collect();
+            let host_only: Vec<String> = (session.iter())
+                .filter(|c| c.predicted_call.is_none())
+                .map(host)
+                .collect();
+            let predicted_only: Vec<String> = (session.iter())
+                .filter(|c| c.host_call.is_none())
+                .filter_map(|c| Some(c.predicted_call?.to_string()))
+                .collect();
+            if !pairs.is_empty() {
+                line += &format!("; host → predicted: {}", pairs.join(", "));
+            }
+            if !host_only.is_empty() {
+                line += &format!("; none predicted at {}", list(host_only));
+            }
+            if !predicted_only.is_empty() {
+                line += &format!("; the host did not compact at {}", list(predicted_only));
+            }
+            line
+        })
+        .collect()
 }
 
 /// Every call of session `id` replayed as the inspector's strip shows it:

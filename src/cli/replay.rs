@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::{Outcome, print_json};
-use crate::analysis::replay::{Compaction, Difference, replay};
+use crate::analysis::replay::{Difference, replay};
 use crate::analysis::{PolicyChoice, ProjectionCache};
 use crate::display::escape_line;
 use crate::display::thousands;
@@ -99,7 +99,7 @@ pub fn run(
                 report.no_progress_run
             );
         }
-        for line in compaction_lines(&report.compactions) {
+        for line in crate::analysis::replay::compaction_lines(&report.compactions) {
             say!("{line}");
         }
         say!(
@@ -131,66 +131,6 @@ pub fn run(
     } else {
         Outcome::Done
     })
-}
-
-/// Per session with any compaction: where the projection compacted and
-/// where the host did, then each pair (host → predicted, with the offset
-/// in calls) and those of either alone. A session is named when there are
-/// several; a manual compaction of the host's is marked.
-fn compaction_lines(compactions: &[Compaction]) -> Vec<String> {
-    let several = compactions.windows(2).any(|w| w[0].session != w[1].session);
-    let list = |calls: Vec<String>| format!("[{}]", calls.join(", "));
-    let host = |c: &Compaction| {
-        let call = c.host_call.map_or(String::new(), |h| h.to_string());
-        match c.kind {
-            "manual" => format!("{call} (manual)"),
-            _ => call,
-        }
-    };
-    compactions
-        .chunk_by(|a, b| a.session == b.session)
-        .map(|session| {
-            let predicted: Vec<String> = (session.iter())
-                .filter_map(|c| Some(c.predicted_call?.to_string()))
-                .collect();
-            let hosts: Vec<String> = (session.iter().filter(|c| c.host_call.is_some()))
-                .map(host)
-                .collect();
-            let mut line = match several {
-                true => format!("{}: ", escape_line(&session[0].session)),
-                false => String::new(),
-            };
-            line += &format!(
-                "compactions: predicted at calls {}, host at {}",
-                list(predicted),
-                list(hosts)
-            );
-            let pairs: Vec<String> = (session.iter())
-                .filter_map(|c| {
-                    let (p, offset) = (c.predicted_call?, c.offset?);
-                    Some(format!("{} → {p} ({offset:+})", host(c)))
-                })
-                .collect();
-            let host_only: Vec<String> = (session.iter())
-                .filter(|c| c.predicted_call.is_none())
-                .map(host)
-                .collect();
-            let predicted_only: Vec<String> = (session.iter())
-                .filter(|c| c.host_call.is_none())
-                .filter_map(|c| Some(c.predicted_call?.to_string()))
-                .collect();
-            if !pairs.is_empty() {
-                line += &format!("; host → predicted: {}", pairs.join(", "));
-            }
-            if !host_only.is_empty() {
-                line += &format!("; none predicted at {}", list(host_only));
-            }
-            if !predicted_only.is_empty() {
-                line += &format!("; the host did not compact at {}", list(predicted_only));
-            }
-            line
-        })
-        .collect()
 }
 
 fn describe(differences: &[Difference], total: usize, rendered: Option<usize>) -> String {

@@ -5,8 +5,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
+/// What the importers write, as a number: one more whenever an importer
+/// writes a transcript otherwise, so imports cached before are made again.
+const IMPORTERS: u32 = 2;
+
 /// The cached import of `src`: named after its path, size and modification
-/// time (of every file, for a folder), so a changed source imports again.
+/// time (of every file, for a folder), so a changed source imports again,
+/// and after the ctxlens version and `IMPORTERS`, so a new importer does too.
 pub fn cache_path(src: &Path) -> anyhow::Result<PathBuf> {
     use std::hash::{Hash, Hasher};
     let canonical = src
@@ -14,6 +19,7 @@ pub fn cache_path(src: &Path) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("{}: no such file or directory", src.display()))?;
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     canonical.hash(&mut hasher);
+    (env!("CARGO_PKG_VERSION"), IMPORTERS).hash(&mut hasher);
     stamp(&canonical, &mut hasher)?;
     // A Claude Code session's subagents sit in a folder named after it.
     let beside = canonical.with_extension("");

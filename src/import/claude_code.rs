@@ -525,7 +525,9 @@ fn read_session(
     } = import;
     let draft = sessions.last_mut().expect("just added");
     draft.markers_unsent = true;
-    draft.policy = Some(CLAUDE_CODE.into());
+    let window = window_of(lines);
+    let mut version: Option<String> = None;
+    draft.policy = Some(host_policy(None, window));
     let mut calls: HashMap<String, usize> = HashMap::new();
     let mut compaction: Option<i64> = None;
     let mut micro: Vec<String> = Vec::new();
@@ -556,6 +558,11 @@ fn read_session(
             .and_then(Value::as_str)
             .unwrap_or(&created)
             .to_string();
+        let named = line.get("version").and_then(Value::as_str);
+        if named.is_some() && named != version.as_deref() {
+            version = named.map(str::to_string);
+            draft.policy = Some(host_policy(named, window));
+        }
         let kind = line.get("type").and_then(Value::as_str).unwrap_or("");
         let message = line.get("message");
         match kind {
@@ -695,9 +702,47 @@ fn add_micro_evictions(draft: &mut Draft, ids: &[String]) {
     }
 }
 
-/// The policy recorded with Claude Code's calls: the host's own preset, on
-/// the window of the models it runs (200,000 tokens).
-const CLAUDE_CODE: &str = r#"{"preset":"claude-code","budget":{"context_window":200000}}"#;
+/// The policy recorded with the calls of Claude Code `version`: the host's
+/// own preset, on `window`, with the output that version reserved below
+/// the window (docs/policy.md, claude-code): 32,000 before 2.1, 20,000 from
+/// 2.1 and where no version is named.
+fn host_policy(version: Option<&str>, window: u64) -> String {
+    let release = version.map(|v| {
+        let mut parts = v.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    });
+    let output_cap = match release {
+        Some(release) if release < (2, 1) => 32_000,
+        _ => 20_000,
+    };
+    json!({
+        "preset": "claude-code",
+        "budget": {"context_window": window},
+        "claude-code": {"output_cap": output_cap},
+    })
+    .to_string()
+}
+
+/// The window of the models Claude Code runs: 200,000 tokens, or a million
+/// where a call was sent more than 200,000 (a `[1m]` model).
+fn window_of(lines: &[Line]) -> u64 {
+    let sent = |u: &Value| {
+        [
+            "input_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+        ]
+        .iter()
+        .filter_map(|k| u[k].as_u64())
+        .sum::<u64>()
+    };
+    let most = lines
+        .iter()
+        .map(|(_, l)| sent(&l["message"]["usage"]))
+        .max()
+        .unwrap_or(0);
+    if most > 200_000 { 1_000_000 } else { 200_000 }
+}
 
 fn user(draft: &mut Draft, message: Option<&Value>, ts: &str, line: &Value) {
     let Some(content) = message.map(|m| &m["content"]) else {

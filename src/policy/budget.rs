@@ -24,23 +24,29 @@ impl Policy {
 
     /// The usable and target budgets (docs/contract.md §3 and the README, Budget),
     /// measured with the keys' line only (no fit).
-    /// The opencode preset has its own, as OpenCode does (see `Limits`),
-    /// and no safety margin.
+    /// The host presets have their host's: opencode its usable (see
+    /// `Limits`), claude-code and codex the count they compact at as the
+    /// target; none of them a safety margin.
     pub fn budget(&self) -> Budget {
         let b = &self.budget;
-        let opencode = self.preset == Preset::Opencode;
-        let usable = if opencode {
-            Limits::of(self).usable(&self.opencode)
-        } else if b.input_limit > 0 {
-            b.input_limit
-        } else {
-            b.context_window.saturating_sub(b.output_reserve)
+        let (usable, host_target) = match self.preset {
+            Preset::Opencode => (Limits::of(self).usable(&self.opencode), None),
+            Preset::ClaudeCode => {
+                let (effective, threshold) = self.claude_code_threshold();
+                (effective, Some(threshold))
+            }
+            Preset::Codex => (self.codex_window(), Some(self.codex_limit())),
+            _ if b.input_limit > 0 => (b.input_limit, None),
+            _ => (b.context_window.saturating_sub(b.output_reserve), None),
         };
         let reducible = usable.saturating_sub(b.injection_reserve);
-        let margin = if opencode { 0.0 } else { b.safety_margin };
+        let margin = match self.preset {
+            Preset::Opencode | Preset::ClaudeCode | Preset::Codex => 0.0,
+            _ => b.safety_margin,
+        };
         Budget {
             usable,
-            target: (reducible as f64 * (1.0 - margin)).floor() as u64,
+            target: host_target.unwrap_or((reducible as f64 * (1.0 - margin)).floor() as u64),
             injection_reserve: b.injection_reserve,
             unseen_prefix: b.unseen_prefix,
             token_ratio: if b.token_ratio > 0.0 {
@@ -48,6 +54,45 @@ impl Policy {
             } else {
                 1.0
             },
+        }
+    }
+
+    /// Claude Code's effective window (the window to compact in, less the
+    /// output reserve) and the count it compacts at (docs/policy.md,
+    /// claude-code).
+    pub fn claude_code_threshold(&self) -> (u64, u64) {
+        let c = &self.claude_code;
+        let window = match c.window {
+            0 => self.budget.context_window,
+            w => w.min(self.budget.context_window),
+        };
+        let max_output = match c.max_output {
+            0 => self.budget.output_reserve,
+            n => n,
+        };
+        let effective = window.saturating_sub(max_output.min(c.output_cap));
+        let threshold = effective.saturating_sub(c.buffer);
+        let pct = c.autocompact_pct;
+        if pct > 0.0 {
+            let lowered = (effective as f64 * pct / 100.0).floor() as u64;
+            return (effective, lowered.min(threshold));
+        }
+        (effective, threshold)
+    }
+
+    /// The window Codex reports (`model_context_window`): 95% of the
+    /// model's, the rest kept for its own instructions and tools.
+    pub fn codex_window(&self) -> u64 {
+        (u128::from(self.budget.context_window) * 95 / 100) as u64
+    }
+
+    /// The count at which Codex compacts: `auto_compact_limit`, at most
+    /// 9/10 of the context window.
+    pub fn codex_limit(&self) -> u64 {
+        let ninety = (u128::from(self.budget.context_window) * 9 / 10) as u64;
+        match self.codex.auto_compact_limit {
+            0 => ninety,
+            n => n.min(ninety),
         }
     }
 }

@@ -262,6 +262,13 @@ impl PolicyBuilder {
                 "the phases must rise: truncate_at <= narrative_at <= placeholder_at".into(),
             ));
         }
+        let pct = policy.claude_code.autocompact_pct;
+        if !(0.0..=100.0).contains(&pct) {
+            return Err(fail(
+                "claude-code.autocompact_pct",
+                format!("{pct} is not a percentage in [0, 100] (0: unset)"),
+            ));
+        }
         if !(0.0..1.0).contains(&policy.block.compact_budget_threshold_pct) {
             return Err(fail(
                 "block.compact_budget_threshold_pct",

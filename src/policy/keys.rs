@@ -423,6 +423,10 @@ pub struct ClaudeCode {
     pub max_output: u64,
     pub output_cap: u64,
     pub buffer: u64,
+    /// A smaller window to compact in; 0: budget.context_window.
+    pub window: u64,
+    /// A percentage of the effective window, lowering the threshold; 0: unset.
+    pub autocompact_pct: f64,
     pub microcompact: bool,
     pub idle_minutes: u64,
     pub keep_recent: u64,

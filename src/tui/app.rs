@@ -26,7 +26,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::analysis::cost::{CallCost, Prices, SessionCost};
-use crate::analysis::replay::{CallReplay, compare, record_messages};
+use crate::analysis::replay::{CallReplay, Compaction, compare, record_messages};
 use crate::analysis::why::{Fact, Trace};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::engine::{At, CallError, Counts, ItemRef, PreTrim, Slot, Span, Stand, sent_text};
@@ -273,6 +273,8 @@ pub struct App {
     prices: Prices,
     /// The same under each call's recorded policy, for comparing with an edit.
     pub recorded_metrics: Vec<CallReplay>,
+    /// The host's compactions beside the metrics' (as `replay` sets them).
+    pub compactions: Vec<Compaction>,
     /// What the metrics were last asked for.
     asked: Option<Asked>,
     worker: Option<std::sync::mpsc::Sender<MetricsJob>>,
@@ -332,6 +334,7 @@ impl App {
             cost: None,
             prices: crate::config::prices().unwrap_or_else(|_| Prices::shipped()),
             recorded_metrics: Vec::new(),
+            compactions: Vec::new(),
             asked: None,
             worker: None,
             generation: 0,

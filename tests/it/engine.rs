@@ -221,7 +221,11 @@ fn with_no_recorded_summary_a_placeholder_names_the_span_needed() {
     );
     let rendered = p.render(&small());
     assert_eq!(rendered.context[1].kind, "placeholder");
-    assert!(rendered.context[1].text.contains("summary needed"));
+    assert!(
+        rendered.context[1]
+            .text
+            .contains("the host did not compact here")
+    );
     assert!(rendered.context.iter().all(|i| i.kind != "summary"));
     // The span ends at a turn boundary before the call's own turn.
     let end = b.log.event(span.to_seq).unwrap();

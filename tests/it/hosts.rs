@@ -335,6 +335,128 @@ fn claude_code_predicts_the_real_sessions_auto_compaction() {
     assert_eq!(compacted(&host), [62]);
     let predicted = replay(&["--set", "trigger.on_request=false"]);
     assert_eq!(compacted(&predicted), [62]);
+    // Predicted at the host's call, the host's summary stands for it.
+    assert_eq!(predicted["diverging"], 0, "{}", predicted["calls"]);
+}
+
+/// Replays a Claude Code fixture (tests/fixtures/claude-code/) with `args`.
+fn replay_fixture(name: &str, args: &[&str]) -> serde_json::Value {
+    let cache = tempfile::TempDir::new().unwrap();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/claude-code")
+        .join(name);
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .env("XDG_CACHE_HOME", cache.path())
+        .arg("replay")
+        .arg(&src)
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&run.stdout).unwrap()
+}
+
+/// (host_call, predicted_call) of each compaction replay sets side by side.
+fn pairs(replay: &serde_json::Value) -> Vec<(Option<i64>, Option<i64>)> {
+    replay["compactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["host_call"].as_i64(), c["predicted_call"].as_i64()))
+        .collect()
+}
+
+const PREDICT: [&str; 4] = [
+    "--set",
+    "preset=claude-code",
+    "--set",
+    "trigger.on_request=false",
+];
+
+/// Two sessions whose host compacted before their third call, by their
+/// version's rule: 2.1 at 167,304 (of 167,000), 2.0 at 156,250 (of 155,000,
+/// as 2.0 reserved 32,000 for the output). Predicted there, the host's
+/// summary stands for the span and every call matches its record up to the
+/// manual /compact, which is never predicted.
+#[test]
+fn claude_code_predicts_each_versions_auto_compaction_and_matches_the_record() {
+    for (name, threshold) in [
+        ("v2.1-auto-compact.jsonl", 167_000),
+        ("v2.0-auto-compact.jsonl", 155_000),
+    ] {
+        let recorded = replay_fixture(name, &[]);
+        let calls = recorded["calls"].as_array().unwrap();
+        assert!(
+            calls.iter().all(|c| c["target_tokens"] == threshold),
+            "{name}: the host's threshold is the target: {calls:?}"
+        );
+        let predicted = replay_fixture(name, &PREDICT);
+        let list = pairs(&predicted);
+        assert_eq!(list[0], (Some(3), Some(3)), "{name}: {list:?}");
+        for call in predicted["calls"].as_array().unwrap() {
+            let manual = list.get(1).and_then(|p| p.0).unwrap_or(i64::MAX);
+            if call["call"].as_i64().unwrap() < manual {
+                assert_eq!(call["differences"], serde_json::json!([]), "{name}: {call}");
+            }
+        }
+    }
+    let v21 = pairs(&replay_fixture("v2.1-auto-compact.jsonl", &PREDICT));
+    assert_eq!(v21, [(Some(3), Some(3)), (Some(7), None)]);
+    // 2.1's reserve on the 2.0 session: 156,250 stays under 167,000.
+    let mut as_21 = PREDICT.to_vec();
+    as_21.extend(["--set", "claude-code.output_cap=20000"]);
+    assert_eq!(
+        pairs(&replay_fixture("v2.0-auto-compact.jsonl", &as_21)),
+        [(Some(3), None)]
+    );
+}
+
+/// Compacting where the host did not, the projection says so in the
+/// placeholder; CLAUDE_AUTOCOMPACT_PCT_OVERRIDE lowers the threshold.
+#[test]
+fn claude_code_compacting_where_the_host_did_not_says_so() {
+    let mut lowered = PREDICT.to_vec();
+    // 60% of the effective 180,000: 108,000, crossed before the second call.
+    lowered.extend(["--set", "claude-code.autocompact_pct=60"]);
+    let replay = replay_fixture("v2.1-auto-compact.jsonl", &lowered);
+    // Paired with the host's compaction a call later.
+    assert_eq!(
+        pairs(&replay)[0],
+        (Some(3), Some(2)),
+        "{}",
+        replay["compactions"]
+    );
+    assert_eq!(replay["compactions"][0]["offset"], -1);
+    assert_eq!(replay["calls"][0]["target_tokens"], 108_000);
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/claude-code/v2.1-auto-compact.jsonl");
+    let cache = tempfile::TempDir::new().unwrap();
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .env("XDG_CACHE_HOME", cache.path())
+        .args(["project", "--json", "--call", "2"])
+        .arg(&src)
+        .args(&lowered)
+        .output()
+        .unwrap();
+    let p: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let first = p["context"][0]["text"].as_str().unwrap();
+    assert!(
+        first.starts_with("[predicted compaction; the host did not compact here"),
+        "{first}"
+    );
+    // Not a percentage.
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .env("XDG_CACHE_HOME", cache.path())
+        .args(["project", "--call", "2"])
+        .arg(&src)
+        .args(["--set", "claude-code.autocompact_pct=150"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("claude-code.autocompact_pct"));
 }
 
 fn data(path: &str) -> Option<std::path::PathBuf> {

@@ -331,7 +331,7 @@ fn executive_opens_the_summary_with_state_computed_from_the_log() {
     assert!(text.contains("working files: src/parse.rs"));
     assert!(text.contains("tool usage: read_file 1, update_plan 1"));
     assert!(
-        text.contains("[summary needed"),
+        text.contains("[predicted compaction; the host did not compact here"),
         "the summary is still needed: {text}"
     );
 }

@@ -12,27 +12,17 @@
 
 use std::sync::Arc;
 
-use super::{Cleared, count_before, drop_markers, follow_marker};
+use super::{Cleared, count_before, drop_markers, follow_marker, whole_span};
 use crate::engine::context::{Context, Why};
 use crate::engine::reducers::apply_cover;
 use crate::engine::split::take_cover;
-use crate::engine::{Carry, ReducerName, Span, State, Status, seconds};
+use crate::engine::{Carry, ReducerName, State, Status, seconds};
 use crate::model::{Event, Kind};
 use crate::policy::{Budget, ClaudeCode, Policy};
 
-/// The count at which Claude Code compacts: the window less the output
-/// reserve (at most `output_cap`) and the buffer.
+/// The count at which Claude Code compacts (see `Policy::claude_code_threshold`).
 pub fn threshold(policy: &Policy) -> u64 {
-    let c = &policy.claude_code;
-    let max_output = match c.max_output {
-        0 => policy.budget.output_reserve,
-        n => n,
-    };
-    policy
-        .budget
-        .context_window
-        .saturating_sub(max_output.min(c.output_cap))
-        .saturating_sub(c.buffer)
+    policy.claude_code_threshold().1
 }
 
 /// What claude-code carries from call to call: the results the host's log
@@ -57,20 +47,15 @@ pub fn project<'a>(
     fired: &mut Vec<&'static str>,
 ) -> Context<'a> {
     let c = &policy.claude_code;
-    let first = ctx.first_dialogue();
     let n = ctx.events.len();
     let followed = follow_marker(&ctx, state, policy, fired, carry.seen).is_some();
     if !followed
-        && n > first
+        && let Some(span) = whole_span(&ctx, state)
         && count_before(&ctx, budget, state, |ctx, ix| ctx.counts.estimate(ix))
             .is_some_and(|count| count >= threshold(policy))
-        && state.split.is_none_or(|s| s.to_seq < ctx.events[n - 1].seq)
     {
         fired.push("auto_compact");
-        state.split = Some(Span {
-            from_seq: ctx.events[first].seq,
-            to_seq: ctx.events[n - 1].seq,
-        });
+        state.split = Some(span);
     }
     ctx.before_summary = ctx.raw_total();
     // The call before's slots stand before the first event the summary

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
 
-use super::{count_before, drop_markers, follow_marker};
+use super::{count_before, drop_markers, follow_marker, whole_span};
 use crate::engine::context::{Context, Counts, Cut, Why};
 use crate::engine::reducers::apply_cover;
 use crate::engine::split::take_cover;
@@ -21,14 +21,9 @@ use crate::hosts::codex::{Kept, Messages, approx_bytes};
 use crate::model::SessionLog;
 use crate::policy::{Budget, Codex, Policy};
 
-/// The count at which Codex compacts: `auto_compact_limit`, at most 9/10 of
-/// the context window.
+/// The count at which Codex compacts (see `Policy::codex_limit`).
 pub fn limit(policy: &Policy) -> u64 {
-    let ninety = (u128::from(policy.budget.context_window) * 9 / 10) as u64;
-    match policy.codex.auto_compact_limit {
-        0 => ninety,
-        n => n.min(ninety),
-    }
+    policy.codex_limit()
 }
 
 /// What codex found among the user messages, by its summary prefix: read
@@ -78,21 +73,16 @@ pub fn project<'a>(
 ) -> Context<'a> {
     let x = &policy.codex;
     let first = ctx.first_dialogue();
-    let n = ctx.events.len();
     let followed = follow_marker(&ctx, state, policy, fired, carry.seen).is_some();
     if !followed
-        && n > first
+        && let Some(span) = whole_span(&ctx, state)
         && count_before(&ctx, budget, state, |ctx, ix| {
             approx_bytes(ctx.events[ix].content.len())
         })
         .is_some_and(|count| count >= limit(policy))
-        && state.split.is_none_or(|s| s.to_seq < ctx.events[n - 1].seq)
     {
         fired.push("auto_compact");
-        state.split = Some(Span {
-            from_seq: ctx.events[first].seq,
-            to_seq: ctx.events[n - 1].seq,
-        });
+        state.split = Some(span);
     }
     ctx.before_summary = ctx.raw_total();
     // The call before's slots stand before the first event the summary

@@ -24,7 +24,7 @@ pub mod tiered;
 pub mod token_fraction;
 
 use crate::engine::context::{Context, Why};
-use crate::engine::{Carry, ReducerName, State, Status};
+use crate::engine::{Carry, ReducerName, Span, State, Status};
 use crate::model::{Kind, partition_near};
 use crate::policy::{Budget, Policy, Preset};
 
@@ -138,6 +138,31 @@ fn follow_marker(
     });
     state.marker = Some(ctx.events[ix].seq);
     Some(ix)
+}
+
+/// The span a host's compaction of the whole history before this call
+/// collapses, where it reaches past the span compacted so far: from the
+/// first dialogue event to the last before the call, or, where the host's
+/// own compaction marker came since the call before, to the last before
+/// that marker, so the marker and what the host wrote after it (its
+/// summary, what it re-injected) are never inside it and the host's
+/// recorded summary, which ends there, stands for it.
+fn whole_span(ctx: &Context, state: &State) -> Option<Span> {
+    let first = ctx.first_dialogue();
+    let n = ctx.events.len();
+    let since = state
+        .previous_last_seq
+        .map_or(0, |last| partition_near(ctx.events, n, |e| e.seq <= last));
+    let marker = (since.max(first + 1)..n)
+        .rev()
+        .find(|&ix| ctx.events[ix].kind == Kind::Compaction);
+    let end = marker.unwrap_or(n) - 1;
+    (n > first && end >= first)
+        .then(|| Span {
+            from_seq: ctx.events[first].seq,
+            to_seq: ctx.events[end].seq,
+        })
+        .filter(|span| state.split.is_none_or(|s| s.to_seq < span.to_seq))
 }
 
 /// What a host counts before this call: the previous call's reported input

@@ -302,7 +302,7 @@ pub(super) fn with_placeholder(mut ctx: Context, span: Span) -> Context {
 pub fn placeholder_text(session: &SessionLog, span: Span) -> String {
     let turns = |seq: i64| session.event(seq).map_or(0, |e| e.turn);
     format!(
-        "[summary needed: no recorded summary covers seqs {}..{} (turns {}..{}); ctxlens never invents one]",
+        "[predicted compaction; the host did not compact here: no recorded summary covers seqs {}..{} (turns {}..{}); ctxlens never invents one]",
         span.from_seq,
         span.to_seq,
         turns(span.from_seq),

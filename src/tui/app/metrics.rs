@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::App;
 use crate::analysis::cost;
-use crate::analysis::replay::{CallReplay, strip};
+use crate::analysis::replay::{CallReplay, paired, strip};
 use crate::analysis::{PolicyChoice, ProjectionCache};
 use crate::model::{Log, ModelCall, SessionLog};
 
@@ -87,10 +87,12 @@ impl App {
         self.price();
     }
 
-    /// Prices the metrics' calls.
+    /// Prices the metrics' calls, and sets the host's compactions beside
+    /// theirs.
     fn price(&mut self) {
         let log = Arc::clone(&self.log);
         let session = &log.sessions[self.session];
+        self.compactions = paired(session, &self.metrics);
         let encoding = self
             .view
             .as_ref()

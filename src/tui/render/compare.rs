@@ -1,21 +1,24 @@
 //! The comparing overlays: the recorded policy against the edited one, call
-//! by call (`D`), and where the call's record and its projection differ,
-//! message by message (`d`).
+//! by call, with where each compacted beside the host (`D`), and where the
+//! call's record and its projection differ, message by message (`d`).
 
 use ratatui::Frame;
 use ratatui::style::{Color, Modifier, Stylize};
 use ratatui::text::Line;
 use ratatui::widgets::Clear;
 
+use super::strip::{BOTH, HOST_COMPACTED, PREDICTED};
 use super::{Theme, centered, first_line, fit, pane_block, paragraph, thousands};
+use crate::analysis::replay::compaction_lines;
 use crate::display;
 use crate::tui::app::App;
 
-/// The recorded policy (A) against the edited one (B), call by call.
+/// The recorded policy (A) against the edited one (B), call by call, and
+/// where the host and B compacted.
 pub(super) fn draw(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
-    let area = centered(frame, 112, frame.area().height.saturating_sub(4));
+    let area = centered(frame, 124, frame.area().height.saturating_sub(4));
     frame.render_widget(Clear, area);
-    let height = area.height.saturating_sub(4) as usize;
+    let width = area.width.saturating_sub(2) as usize;
     let mut lines = vec![
         Line::from(format!(
             " A: recorded policy{} · B: {} · j/k scroll · Esc close",
@@ -36,21 +39,35 @@ pub(super) fn draw(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
             }
         ))
         .add_modifier(Modifier::DIM),
-        Line::from(format!(
-            " {:>6} {:>5} │ {:>9} {:>9} {:>4} │ {:>9} {:>9} {:>4} │ {:>9} │ {:>8}",
-            "call",
-            "turn",
-            "A tokens",
-            "A reused",
-            "A Σ",
-            "B tokens",
-            "B reused",
-            "B Σ",
-            "B - A",
-            "B ≠ rec"
-        ))
-        .add_modifier(Modifier::BOLD),
     ];
+    // Where B compacted beside where the host did, as `replay` says it.
+    let compactions = compaction_lines(&app.compactions);
+    if compactions.is_empty() {
+        lines.push(Line::from(" compactions: none, by the host or by B"));
+    }
+    for line in compactions {
+        // A clause a line: "host → predicted: ...", "none predicted at ...".
+        for (i, clause) in line.split("; ").enumerate() {
+            let indent = if i == 0 { " " } else { "   " };
+            lines.push(Line::from(fit(&format!("{indent}{clause}"), "", width)));
+        }
+    }
+    lines.extend([Line::from(format!(
+        " {:>6} {:>5} │ {:>9} {:>9} {:>4} │ {:>9} {:>9} {:>4} │ {:>9} │ {:>8} {}",
+        "call",
+        "turn",
+        "A tokens",
+        "A reused",
+        "A Σ",
+        "B tokens",
+        "B reused",
+        "B Σ",
+        "B - A",
+        "B ≠ rec",
+        "compacted"
+    ))
+    .add_modifier(Modifier::BOLD)]);
+    let height = (area.height as usize).saturating_sub(lines.len() + 2);
     let version = |v: Option<i64>| v.map_or("-".to_string(), |v| format!("v{v}"));
     for (i, (a, b)) in app
         .recorded_metrics
@@ -65,8 +82,15 @@ pub(super) fn draw(frame: &mut Frame, app: &App, top: usize, theme: Theme) {
         let record = b
             .record_differences
             .map_or("-".to_string(), |n| n.to_string());
+        let host = app.compactions.iter().any(|c| c.host_call == Some(b.call));
+        let compacted = match (host, b.compacted) {
+            (true, true) => format!("{BOTH} host & B"),
+            (true, false) => format!("{HOST_COMPACTED} host"),
+            (false, true) => format!("{PREDICTED} B"),
+            _ => String::new(),
+        };
         let line = Line::from(format!(
-            " {:>6} {:>5} │ {:>9} {:>9} {:>4} │ {:>9} {:>9} {:>4} │ {:>+9} │ {:>8}",
+            " {:>6} {:>5} │ {:>9} {:>9} {:>4} │ {:>9} {:>9} {:>4} │ {:>+9} │ {:>8} {compacted}",
             a.call,
             a.turn,
             thousands(a.total_tokens),

@@ -60,8 +60,15 @@ pub(super) fn per_column(calls: usize, width: u16, info: u16) -> usize {
     calls.div_ceil(columns).max(1)
 }
 
+/// Where the host compacted (`◆`), where the projection did (`◇`), at the
+/// same call (`◈`), in the strip's summary row.
+pub const HOST_COMPACTED: &str = "◆";
+pub const PREDICTED: &str = "◇";
+pub const BOTH: &str = "◈";
+
 /// One column per call (or per bucket of calls on a narrow screen): tokens
-/// against the target, where the provider's cache broke, and the summary version.
+/// against the target, where the provider's cache broke, and the summary
+/// version, or where the host and the projection compacted.
 pub(super) fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     if area.height == 0 || app.metrics.is_empty() {
         return;
@@ -88,10 +95,17 @@ pub(super) fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Them
             let before = column * per + i;
             before > 0 && p.prefix_reused_tokens * 2 < points[before - 1].total_tokens
         });
-        let version = bucket
-            .last()
-            .and_then(|p| p.summary_version)
-            .map_or("·".to_string(), |v| (v % 10).to_string());
+        let host = bucket.iter().any(|p| host_compacted(app, p.call));
+        let predicted = bucket.iter().any(|p| p.compacted);
+        let version = match (host, predicted) {
+            (true, true) => BOTH.to_string(),
+            (true, false) => HOST_COMPACTED.to_string(),
+            (false, true) => PREDICTED.to_string(),
+            _ => bucket
+                .last()
+                .and_then(|p| p.summary_version)
+                .map_or("·".to_string(), |v| (v % 10).to_string()),
+        };
         let mark = |style: Style| {
             if column == selected {
                 style.add_modifier(Modifier::REVERSED)
@@ -138,8 +152,14 @@ pub(super) fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Them
             thousands(p.prefix_reused_tokens),
             thousands(lost)
         )));
+        let here = match (host_compacted(app, p.call), p.compacted) {
+            (true, true) => format!(" · {BOTH} host & predicted"),
+            (true, false) => format!(" · {HOST_COMPACTED} host compacted"),
+            (false, true) => format!(" · {PREDICTED} predicted"),
+            _ => String::new(),
+        };
         rows[2].push(Span::raw(format!(
-            "  {}",
+            "  {}{here}",
             p.summary_version
                 .map_or("no summary".into(), |v| format!("summary v{v}"))
         )));
@@ -152,4 +172,9 @@ pub(super) fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Them
 /// has one (what the provider counted), else its estimate.
 fn measured(p: &CallReplay) -> u64 {
     p.calibrated_tokens.unwrap_or(p.total_tokens)
+}
+
+/// Whether the host compacted before call `id` (see `replay::paired`).
+fn host_compacted(app: &App, id: i64) -> bool {
+    app.compactions.iter().any(|c| c.host_call == Some(id))
 }
