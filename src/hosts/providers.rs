@@ -20,12 +20,16 @@ pub fn meta(provider: &str) -> Value {
 
 /// Whether `event` is a compaction item of `provider`'s.
 pub fn is_item(event: &Event, provider: &str) -> bool {
-    event.kind == Kind::Compaction
-        && event
-            .meta
-            .as_deref()
-            .and_then(|m| serde_json::from_str::<Value>(m).ok())
-            .is_some_and(|m| m[KEY] == provider)
+    provider_of(event).is_some_and(|p| p == provider)
+}
+
+/// The provider whose compaction item `event` is, if it is one.
+pub fn provider_of(event: &Event) -> Option<String> {
+    if event.kind != Kind::Compaction {
+        return None;
+    }
+    let meta: Value = serde_json::from_str(event.meta.as_deref()?).ok()?;
+    meta[KEY].as_str().map(str::to_string)
 }
 
 /// The line an opaque compaction item is shown as: what it is, and about
