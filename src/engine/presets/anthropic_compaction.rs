@@ -64,6 +64,8 @@ pub(super) fn compact<'a>(
                 ctx.set(ix, Status::Dropped, ReducerName::ProviderCompaction, why, 0);
             }
         }
+        // A result after the item whose call it replaced goes with it.
+        ctx.heal_pairs(ReducerName::ProviderCompaction);
         let span = Span {
             from_seq: ctx.events[first].seq,
             to_seq: ctx.events[item - 1].seq,
