@@ -322,6 +322,16 @@ fn a_compaction_is_predicted_where_the_trigger_is_crossed() {
         "{replay}"
     );
     assert_eq!(replay["diverging"], 0);
+    // The host's compaction is the first call after its block: the
+    // prediction comes one call before it.
+    let compactions = &replay["compactions"][0];
+    assert_eq!(
+        (
+            compactions["host_call"].as_i64(),
+            compactions["predicted_call"].as_i64()
+        ),
+        (Some(3), Some(2))
+    );
     let (_, third) = json_of(&["project", &log, "--call", "3", "--json"]);
     assert_eq!(disposition(&third, 4).0, "dropped");
     // A higher trigger predicts nothing; one below the minimum is refused.
@@ -477,4 +487,77 @@ fn each_provider_preset_prints_every_key_and_round_trips_through_policy() {
         ]);
         assert_eq!(with_file, with_set, "{name}");
     }
+}
+
+#[test]
+fn a_streamed_compaction_block_and_odd_edits_import_without_harm() {
+    let dir = TempDir::new().unwrap();
+    // A compaction block streamed as the API streams it: whole, in one delta.
+    let events = [
+        json!({"type": "message_start", "message": {"type": "message", "role": "assistant",
+               "content": [], "usage": {"input_tokens": 70000, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "compaction", "content": null}}),
+        json!({"type": "content_block_delta", "index": 0,
+               "delta": {"type": "compaction_delta", "content": "Summary: the codename is Heron."}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Noted."}}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3},
+               "context_management": "not an object"}),
+    ];
+    let sse: String = events
+        .iter()
+        .map(|e| format!("event: x\ndata: {e}\n\n"))
+        .collect();
+    // Edits whose values the API would refuse: each keeps its default.
+    let odd = json!({"edits": [
+        {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": -1}},
+        {"type": "clear_tool_uses_20250919", "trigger": {"type": "fortnights", "value": "lots"},
+         "keep": {"value": 18446744073709551615u64}, "exclude_tools": [1, "Bash"],
+         "clear_tool_inputs": ["Read"]}]});
+    let u1 = json!({"role": "user", "content": "The codename is Heron. Remember it."});
+    let a1 = json!({"role": "assistant", "content": [
+        {"type": "compaction", "content": "Summary: the codename is Heron."},
+        {"type": "text", "text": "Noted."}]});
+    let u2 = json!({"role": "user", "content": "What is the codename?"});
+    let calls = json!([
+        {"request": {"model": "claude-opus-4-6", "system": "Agent.", "messages": [u1],
+                     "context_management": {"edits": [{"type": "compact_20260112",
+                         "trigger": {"type": "input_tokens", "value": 1000}}]}},
+         "response": sse},
+        {"request": {"model": "claude-opus-4-6", "system": "Agent.", "messages": [u1, a1, u2],
+                     "context_management": odd},
+         "response": {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "Heron."}],
+                      "usage": {"input_tokens": 60, "output_tokens": 2},
+                      "context_management": {"applied_edits": "none"}}},
+    ]);
+    let src = dir.path().join("odd.json");
+    std::fs::write(&src, calls.to_string()).unwrap();
+    let log = import("anthropic", &src, &dir);
+    // The first call's trigger below the minimum keeps the default.
+    let (_, first) = run(&["project", &log, "--call", "1"]);
+    assert!(
+        first.contains("anthropic-compaction (recorded policy)"),
+        "{first}"
+    );
+    let (code, replay) = json_of(&["replay", &log, "--json"]);
+    assert_eq!(
+        (code, replay["diverging"].as_u64()),
+        (0, Some(0)),
+        "{replay}"
+    );
+    let (_, second) = json_of(&["project", &log, "--call", "2", "--json"]);
+    let items: Vec<&str> = (second["context"].as_array().unwrap().iter())
+        .map(|i| i["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        items,
+        [
+            "Agent.",
+            "The codename is Heron. Remember it.",
+            "Summary: the codename is Heron.",
+            "Noted.",
+            "What is the codename?"
+        ]
+    );
 }

@@ -18,12 +18,15 @@ pub(super) fn policy(format: Format, request: &Value) -> Option<String> {
         _ => Vec::new(),
     };
     let of = |kind: &str| edits.iter().copied().find(|e| e["type"] == kind);
-    let value = |v: &Value| v["value"].as_u64();
+    // A count the policy file can hold (TOML's integers are signed).
+    let value = |v: &Value| v["value"].as_u64().filter(|&n| i64::try_from(n).is_ok());
     if format == Format::OpenaiResponses {
         let carries = request["input"]
             .as_array()
             .is_some_and(|items| items.iter().any(|i| i["type"] == "compaction"));
-        let threshold = of("compaction").and_then(|e| e["compact_threshold"].as_u64());
+        let threshold = of("compaction")
+            .and_then(|e| e["compact_threshold"].as_u64())
+            .filter(|&n| i64::try_from(n).is_ok());
         if threshold.is_none() && !carries {
             return None;
         }
