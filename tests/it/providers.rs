@@ -561,3 +561,110 @@ fn a_streamed_compaction_block_and_odd_edits_import_without_harm() {
         ]
     );
 }
+
+/// `ctxlens record` between a client and a provider on 127.0.0.1 that
+/// streams one answer whose last `message_delta` carries `applied_edits`.
+#[test]
+fn the_recorder_keeps_applied_edits_and_the_requested_edits() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = n.trim().parse().unwrap();
+            }
+            if line.trim().is_empty() {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let events = [
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+                   "role": "assistant", "model": "claude-sonnet-4-5", "content": [],
+                   "usage": {"input_tokens": 120000, "output_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Done."}}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2},
+                   "context_management": {"applied_edits": [{"type": "clear_tool_uses_20250919",
+                       "cleared_tool_uses": 0, "cleared_input_tokens": 0}]}}),
+            json!({"type": "message_stop"}),
+        ];
+        let mut out = stream;
+        write!(
+            out,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        for e in events {
+            write!(out, "event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()).unwrap();
+        }
+    });
+    let dir = TempDir::new().unwrap();
+    let log = dir.path().join("rec.db");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxlens"))
+        .args(["record", "-o"])
+        .arg(&log)
+        .args(["--listen", "127.0.0.1:0", "--anthropic-upstream", &upstream])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .unwrap()
+        .to_string();
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+    });
+    let request = json!({"model": "claude-sonnet-4-5", "max_tokens": 64, "stream": true,
+        "system": "Agent.", "messages": [{"role": "user", "content": "Go."}],
+        "context_management": {"edits": [{"type": "clear_tool_uses_20250919",
+            "keep": {"type": "tool_uses", "value": 2}}]}})
+    .to_string();
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    write!(
+        stream,
+        "POST /v1/messages HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{request}",
+        request.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.contains("applied_edits"), "{answer}");
+    // SAFETY: a signal to a child this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let log = log.to_str().unwrap();
+    let (_, text) = run(&["project", log, "--call", "1"]);
+    assert!(
+        text.contains("anthropic-context-editing (recorded policy)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#""applied_edits":[{"cleared_input_tokens":0"#),
+        "{text}"
+    );
+    // The provider cleared nothing, nor does the projection: they agree.
+    let (code, replay) = json_of(&["replay", log, "--json"]);
+    assert_eq!(
+        (code, replay["diverging"].as_u64()),
+        (0, Some(0)),
+        "{replay}"
+    );
+}
