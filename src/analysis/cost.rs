@@ -346,7 +346,11 @@ pub fn session(
                 }
             }
         };
-        let usd = rates.dollars(tokens);
+        // The provider's compaction ran as iterations of their own, which
+        // its usage lists beside the call's (Anthropic's usage.iterations).
+        let summarized = compaction_iterations(call).map_or(0.0, |t| rates.dollars(t));
+        total.compaction.summarizer_usd += summarized;
+        let usd = rates.dollars(tokens) + summarized;
         // What the call did not read from the cache.
         let written = tokens.written + tokens.fresh;
         if replay.compacted {
@@ -393,6 +397,24 @@ pub fn session(
     c.net_saved_usd = c.kept_out_usd - c.rewrite_usd - c.summarizer_usd;
     total.unpriced_models = unpriced.into_iter().collect();
     (costs, total)
+}
+
+/// The tokens of the compaction iterations the call's meta keeps (its
+/// response's `usage.iterations` of type `compaction`), where it has any.
+fn compaction_iterations(call: &ModelCall) -> Option<Tokens> {
+    let meta: serde_json::Value = serde_json::from_str(call.meta.as_deref()?).ok()?;
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let mut sum = None::<Tokens>;
+    for i in (meta["iterations"].as_array()?.iter()).filter(|i| i["type"] == "compaction") {
+        let t = sum.get_or_insert_with(Tokens::default);
+        t.fresh = t.fresh.saturating_add(n(&i["input_tokens"]));
+        t.read = t.read.saturating_add(n(&i["cache_read_input_tokens"]));
+        t.written = t
+            .written
+            .saturating_add(n(&i["cache_creation_input_tokens"]));
+        t.output = t.output.saturating_add(n(&i["output_tokens"]));
+    }
+    sum
 }
 
 /// A usage as a summary's meta keeps it (`Usage` as JSON); a count that is

@@ -5,6 +5,7 @@ pub mod activity;
 pub mod calibrate;
 pub mod check;
 pub mod cost;
+pub mod edits;
 mod projection;
 pub mod replay;
 pub mod summarize;

@@ -74,6 +74,17 @@ pub enum Difference {
         change: &'static str,
         seq: Option<i64>,
     },
+    /// What the provider reported it edited (the response's
+    /// `context_management.applied_edits`) and what the projection edits
+    /// differ: for `edit`, the tool uses or thinking turns cleared, with
+    /// the input tokens that freed (the provider's, where it said).
+    ProviderEdits {
+        edit: &'static str,
+        recorded: u64,
+        projected: u64,
+        recorded_tokens: Option<u64>,
+        projected_tokens: u64,
+    },
     /// The call could not be projected or its record read.
     Unreadable { message: String },
 }
@@ -398,9 +409,20 @@ pub fn compare(
             projected: projected_version,
         });
     }
+    // What the provider did to the request the record holds before it.
+    let by_provider = |seq: Option<i64>| {
+        let ix = seq.and_then(|seq| session.index_of(seq));
+        let slot = ix.and_then(|ix| projected.slots.get(ix));
+        slot.and_then(|s| s.reducer)
+            .is_some_and(|r| r.by_provider())
+    };
+    if let Some(policy) = policy.filter(|p| crate::engine::presets::of(p.preset).server) {
+        differences.extend(super::edits::differences(call, projected, policy));
+    }
     let mut total = differences.len();
     match session.evictions(call) {
         Ok(mut recorded) => {
+            recorded.retain(|e| !by_provider(Some(e.seq)));
             recorded.sort_by_key(|e| e.seq);
             let room = MAX_DIFFERENCES - differences.len();
             let (listed, count) = eviction_differences(&recorded, projected, room);
@@ -424,10 +446,11 @@ pub fn compare(
         };
         match sent {
             Some(Ok(sent)) => {
-                let changes = record::compare(
+                let mut changes = record::compare(
                     &record_messages(session, &sent),
                     &projected.messages(policy),
                 );
+                changes.retain(|c| !by_provider(c.seq));
                 record_differences = Some(changes.len());
                 total += changes.len();
                 let room = MAX_DIFFERENCES.saturating_sub(differences.len());
@@ -487,13 +510,15 @@ fn eviction_differences(
     room: usize,
 ) -> (Vec<Difference>, usize) {
     let session = projected.session;
+    // The provider's edits are not the client's (see `compare`).
+    let by_provider = |slot: &crate::engine::Slot| slot.reducer.is_some_and(|r| r.by_provider());
     // What the projection did with the event of `seq`, if it evicted it.
     let action = |seq: i64| {
         let ix = session
             .index_of(seq)
             .filter(|&ix| ix < projected.slots.len())?;
-        let status = projected.slots[ix].status;
-        status.is_evicted().then(|| status.as_str())
+        let slot = projected.slots[ix];
+        (slot.status.is_evicted() && !by_provider(&slot)).then(|| slot.status.as_str())
     };
     // A recorded entry meets the projection's at its seq once (the first of
     // several with one seq); every other entry on either side differs.
@@ -509,11 +534,13 @@ fn eviction_differences(
             None => count += 1,
         }
     }
-    count += projected.evicted - met;
+    let theirs = projected.evicted().filter(|(s, _)| by_provider(s)).count();
+    count += projected.evicted - theirs - met;
     let mut evicted = projected
         .evicted()
+        .filter(|(slot, _)| !by_provider(slot))
         .map(|(slot, e)| (e.seq, slot.status.as_str()))
-        .take(projected.evicted)
+        .take(projected.evicted - theirs)
         .peekable();
     let mut recorded = recorded.iter().peekable();
     let mut differences = Vec::new();

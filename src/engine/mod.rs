@@ -62,6 +62,10 @@ pub enum ReducerName {
     Pin,
     /// A host's compaction marker, which the host does not send.
     Marker,
+    /// A provider's context editing of the request (server-side).
+    ContextEditing,
+    /// A provider's compaction of the request (server-side).
+    ProviderCompaction,
 }
 
 impl ReducerName {
@@ -82,7 +86,18 @@ impl ReducerName {
             ReducerName::ClaudeCode => "claude_code",
             ReducerName::Pin => "pin",
             ReducerName::Marker => "marker",
+            ReducerName::ContextEditing => "context_editing",
+            ReducerName::ProviderCompaction => "provider_compaction",
         }
+    }
+
+    /// Whether the provider did it to the request, server-side: the
+    /// request (the call's record) still holds what it changed.
+    pub fn by_provider(self) -> bool {
+        matches!(
+            self,
+            ReducerName::ContextEditing | ReducerName::ProviderCompaction
+        )
     }
 }
 

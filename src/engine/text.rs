@@ -102,6 +102,9 @@ pub fn sent_text_from<'e>(
     match slot.status {
         Status::Stubbed => match slot.reducer {
             Some(ReducerName::Prune) => Cow::Owned(policy.opencode.cleared.clone()),
+            Some(ReducerName::ContextEditing) => {
+                Cow::Owned(policy.anthropic_context_editing.cleared.clone())
+            }
             Some(ReducerName::Tiered | ReducerName::Structural) => Cow::Owned(elided(event)),
             _ => Cow::Owned(
                 policy

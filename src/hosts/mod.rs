@@ -3,3 +3,4 @@
 //! Below both, so neither reaches into the other.
 
 pub mod codex;
+pub mod providers;

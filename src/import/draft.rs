@@ -241,6 +241,16 @@ impl Draft {
                     let extra = EventExtra::meta(json!({"redacted": true}));
                     self.push(Kind::Reasoning, ts, "[redacted thinking]".into(), extra);
                 }
+                Some("compaction") => {
+                    // The provider's summary of everything before it.
+                    let meta = crate::hosts::providers::meta(crate::hosts::providers::ANTHROPIC);
+                    self.push(
+                        Kind::Compaction,
+                        ts,
+                        text("content"),
+                        EventExtra::meta(meta),
+                    );
+                }
                 Some("tool_use") => {
                     let name = block["name"].as_str().unwrap_or("tool");
                     let args = block["input"].to_string();

@@ -284,6 +284,14 @@ impl PolicyBuilder {
                 format!("{} is negative", policy.trigger.budget),
             ));
         }
+        // The provider refuses a trigger below 50,000 input tokens.
+        let trigger = policy.anthropic_compaction.trigger;
+        if trigger < 50_000 {
+            return Err(fail(
+                "anthropic-compaction.trigger",
+                format!("{trigger} is below the provider's minimum of 50000"),
+            ));
+        }
         let r = &policy.recent_turns;
         if r.turn_min > r.turn_max {
             let reason = format!(

@@ -37,6 +37,12 @@ pub struct Policy {
     pub codex: Codex,
     #[serde(rename = "claude-code")]
     pub claude_code: ClaudeCode,
+    #[serde(rename = "anthropic-context-editing")]
+    pub anthropic_context_editing: AnthropicContextEditing,
+    #[serde(rename = "anthropic-compaction")]
+    pub anthropic_compaction: AnthropicCompaction,
+    #[serde(rename = "openai-compaction")]
+    pub openai_compaction: OpenaiCompaction,
 }
 
 impl Default for Policy {
@@ -72,10 +78,16 @@ pub enum Preset {
     Recorded,
     Codex,
     ClaudeCode,
+    /// Anthropic's context editing (`context_management.edits`), server-side.
+    AnthropicContextEditing,
+    /// Anthropic's server-side compaction (`compact_20260112`).
+    AnthropicCompaction,
+    /// OpenAI's Responses compaction (`compact_threshold`, `/responses/compact`).
+    OpenaiCompaction,
 }
 
 impl Preset {
-    pub const NAMES: [&str; 13] = [
+    pub const NAMES: [&str; 16] = [
         "pipeline",
         "opencode",
         "tiered",
@@ -89,6 +101,9 @@ impl Preset {
         "recorded",
         "codex",
         "claude-code",
+        "anthropic-context-editing",
+        "anthropic-compaction",
+        "openai-compaction",
     ];
 
     /// Whether this preset reads `key` (a dotted policy key): the editor
@@ -116,7 +131,13 @@ impl Preset {
             | Preset::TokenFraction
             | Preset::RecentTurns
             | Preset::Executive => &["summary", "trigger"],
-            Preset::Tiered | Preset::Structural | Preset::Block | Preset::Recorded => &[],
+            Preset::Tiered
+            | Preset::Structural
+            | Preset::Block
+            | Preset::Recorded
+            | Preset::AnthropicContextEditing
+            | Preset::AnthropicCompaction
+            | Preset::OpenaiCompaction => &[],
         }
     }
 
@@ -133,7 +154,15 @@ impl Preset {
             | Preset::Executive
             | Preset::Codex
             | Preset::ClaudeCode => true,
-            Preset::Tiered | Preset::Structural | Preset::Block | Preset::Recorded => false,
+            // The providers' own compactions are their items in the
+            // requests, never the log's markers.
+            Preset::Tiered
+            | Preset::Structural
+            | Preset::Block
+            | Preset::Recorded
+            | Preset::AnthropicContextEditing
+            | Preset::AnthropicCompaction
+            | Preset::OpenaiCompaction => false,
         }
     }
 
@@ -152,6 +181,9 @@ impl Preset {
             Preset::Recorded => "recorded",
             Preset::Codex => "codex",
             Preset::ClaudeCode => "claude-code",
+            Preset::AnthropicContextEditing => "anthropic-context-editing",
+            Preset::AnthropicCompaction => "anthropic-compaction",
+            Preset::OpenaiCompaction => "openai-compaction",
         }
     }
 }
@@ -432,6 +464,54 @@ pub struct ClaudeCode {
     pub keep_recent: u64,
     pub compactable_tools: Vec<String>,
     pub cleared: String,
+}
+
+/// Anthropic's context editing (the anthropic-context-editing preset): the
+/// two strategies of `context_management.edits`, as the provider applies
+/// them to each request's full history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AnthropicContextEditing {
+    /// `clear_tool_uses_20250919` is in the request.
+    pub clear_tool_uses: bool,
+    /// What `trigger` counts: input tokens, or tool uses.
+    pub trigger_type: TriggerType,
+    pub trigger: u64,
+    /// The newest tool uses kept.
+    pub keep: u64,
+    /// Input tokens a clearing must free, or it is not applied (0: none).
+    pub clear_at_least: u64,
+    pub exclude_tools: Vec<String>,
+    pub clear_tool_inputs: bool,
+    /// The text a cleared tool result (or input) is sent as.
+    pub cleared: String,
+    /// `clear_thinking_20251015` applies.
+    pub clear_thinking: bool,
+    /// Assistant turns whose thinking is kept (0: all).
+    pub keep_thinking_turns: u64,
+}
+
+/// What the trigger of `clear_tool_uses_20250919` counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TriggerType {
+    InputTokens,
+    ToolUses,
+}
+
+/// Anthropic's server-side compaction (the anthropic-compaction preset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AnthropicCompaction {
+    /// Input tokens at which the provider compacts (at least 50,000).
+    pub trigger: u64,
+    pub instructions: String,
+    pub pause_after_compaction: bool,
+}
+
+/// OpenAI's Responses compaction (the openai-compaction preset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpenaiCompaction {
+    /// Rendered tokens at which the server compacts.
+    pub compact_threshold: u64,
 }
 
 /// Which OpenCode the opencode preset follows.

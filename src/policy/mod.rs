@@ -14,10 +14,10 @@ pub use builder::{MAX_DEPTH, PolicyBuilder};
 pub use document::preset_file;
 pub use error::{PolicyError, Source};
 pub use keys::{
-    Adaptive, Block, BudgetPolicy, Calibrate, ClaudeCode, Codex, Combine, CostPolicy, Executive,
-    Mode, Opencode, Pin, Policy, PreserveUser, Preset, RecentTurns, Retention, Scope, Structural,
-    SummaryPolicy, Tiered, TokenFraction, ToolResults, ToolRule, Trigger, Variant, Window,
-    is_price,
+    Adaptive, AnthropicCompaction, AnthropicContextEditing, Block, BudgetPolicy, Calibrate,
+    ClaudeCode, Codex, Combine, CostPolicy, Executive, Mode, OpenaiCompaction, Opencode, Pin,
+    Policy, PreserveUser, Preset, RecentTurns, Retention, Scope, Structural, SummaryPolicy, Tiered,
+    TokenFraction, ToolResults, ToolRule, Trigger, TriggerType, Variant, Window, is_price,
 };
 pub use schema::{allowed_values, key_docs};
 

@@ -60,6 +60,7 @@ pub fn allowed_values(key: &str) -> Option<&'static [&'static str]> {
         "trigger.combine" => Some(&["any", "all"]),
         "block.scope" => Some(&["fixed", "token-budget"]),
         "opencode.variant" => Some(&["seed", "current"]),
+        "anthropic-context-editing.trigger_type" => Some(&["input_tokens", "tool_uses"]),
         k if k == "tool_results.mode" || k.ends_with(".mode") => Some(&["age", "count"]),
         _ => None,
     }

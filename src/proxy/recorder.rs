@@ -244,7 +244,15 @@ impl Recorder {
         if meta.as_object().is_some_and(|m| !m.is_empty())
             && let Some(call) = live.draft.calls.last_mut()
         {
-            call.meta = Some(meta.to_string());
+            // Beside what the response said (the import's meta).
+            let mut merged: serde_json::Value = (call.meta.as_deref())
+                .and_then(|m| serde_json::from_str(m).ok())
+                .filter(serde_json::Value::is_object)
+                .unwrap_or_else(|| serde_json::json!({}));
+            for (key, value) in meta.as_object().into_iter().flatten() {
+                merged[key] = value.clone();
+            }
+            call.meta = Some(merged.to_string());
         }
         live.last = sent;
         live.key = key;

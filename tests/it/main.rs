@@ -37,6 +37,7 @@ mod log;
 mod opencode;
 mod policy;
 mod presets;
+mod providers;
 mod record;
 mod record_faults;
 mod record_proxy;

@@ -4,6 +4,7 @@
 use regex::Regex;
 
 use super::Fact;
+use crate::hosts::providers;
 use crate::model::{Kind, SessionLog};
 
 /// How the fact is recognised in a text: every group must be there; a group
@@ -193,7 +194,8 @@ pub(super) fn resolve(fact: &Fact, session: &SessionLog) -> Result<(Matcher, Vec
         Fact::Seqs(seqs) => seqs.iter().filter_map(|&s| session.index_of(s)).collect(),
         _ => Vec::new(),
     };
-    // The events that hold it (or were named), but for compaction markers.
+    // The events that hold it (or were named), but for compaction markers:
+    // a provider's compaction item is its summary, sent to the model.
     let holds: Vec<bool> = match matcher.terms_only() {
         Some(groups) => (groups.into_iter())
             .map(|(terms, need)| holds_enough(session, terms, need))
@@ -202,7 +204,10 @@ pub(super) fn resolve(fact: &Fact, session: &SessionLog) -> Result<(Matcher, Vec
         None => session.map_texts(|_, text| matcher.holds(text)),
     };
     let holders: Vec<usize> = (0..holds.len())
-        .filter(|&ix| session.events[ix].kind != Kind::Compaction)
+        .filter(|&ix| {
+            let event = &session.events[ix];
+            event.kind != Kind::Compaction || providers::provider_of(event).is_some()
+        })
         .filter(|&ix| named.contains(&ix) || holds[ix])
         .collect();
     if holders.is_empty() {

@@ -146,6 +146,20 @@ pub enum Why {
     NotRecorded,
     /// The call has no record to read.
     NoRecord,
+    /// The provider's context editing cleared this tool use, older than
+    /// the newest `keep`.
+    ProviderCleared {
+        keep: Packed<u64>,
+    },
+    /// The provider's context editing cleared this thinking, older than the
+    /// newest `keep` assistant turns with thinking.
+    ProviderThinking {
+        keep: Packed<u64>,
+    },
+    /// Before the provider's compaction item (`seq`), which replaced it.
+    ProviderCompacted {
+        seq: Packed<i64>,
+    },
     /// The call's record does not read (its rendered column is not JSON).
     BadRecord,
 }
@@ -257,6 +271,15 @@ impl Why {
             Why::Recorded => "the record sends it changed".into(),
             Why::NotRecorded => "the record does not send it".into(),
             Why::NoRecord => "the call has no record".into(),
+            Why::ProviderCleared { keep } => format!(
+                "cleared by the provider's context editing: older than the newest {keep} tool uses"
+            ),
+            Why::ProviderThinking { keep } => format!(
+                "cleared by the provider's context editing: thinking older than the newest {keep} turns with thinking"
+            ),
+            Why::ProviderCompacted { seq } => {
+                format!("dropped by the provider's compaction: replaced by its item at seq {seq}")
+            }
             Why::BadRecord => "the call's record does not read".into(),
         }
     }

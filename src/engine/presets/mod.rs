@@ -10,10 +10,13 @@
 //! rules' `trim`.
 
 pub mod adaptive;
+pub mod anthropic_compaction;
+pub mod anthropic_context_editing;
 pub mod block;
 pub mod claude_code;
 pub mod codex;
 pub mod executive;
+pub mod openai_compaction;
 pub mod opencode;
 pub mod pipeline;
 pub mod preserve_user;
@@ -51,6 +54,10 @@ pub struct Design {
     pub cuts: bool,
     /// Whether the policy's pins apply.
     pub pins: bool,
+    /// Whether it is a provider's edit of the request, server-side: the
+    /// call's record is the request before it, and the provider reports
+    /// what it did (see `analysis::replay`).
+    pub server: bool,
 }
 
 const fn design(preset: Preset, project: Project) -> Design {
@@ -59,11 +66,12 @@ const fn design(preset: Preset, project: Project) -> Design {
         project,
         cuts: false,
         pins: true,
+        server: false,
     }
 }
 
 /// Every preset, in the order `Preset::NAMES` lists them.
-pub const DESIGNS: [Design; 13] = [
+pub const DESIGNS: [Design; 16] = [
     design(Preset::Pipeline, pipeline::project),
     Design {
         cuts: true,
@@ -91,6 +99,24 @@ pub const DESIGNS: [Design; 13] = [
     Design {
         cuts: true,
         ..design(Preset::ClaudeCode, claude_code::project)
+    },
+    Design {
+        cuts: true,
+        server: true,
+        ..design(
+            Preset::AnthropicContextEditing,
+            anthropic_context_editing::project,
+        )
+    },
+    Design {
+        cuts: true,
+        server: true,
+        ..design(Preset::AnthropicCompaction, anthropic_compaction::project)
+    },
+    Design {
+        cuts: true,
+        server: true,
+        ..design(Preset::OpenaiCompaction, openai_compaction::project)
     },
 ];
 

@@ -8,6 +8,7 @@
 //! `Converter`), and a streamed response put back together are files of
 //! their own.
 
+mod provider;
 mod request;
 mod step;
 mod stream;

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::detect;
+use crate::hosts::providers;
 use crate::import::{Draft, EventExtra, Format, text_of};
 use crate::model::{Event, Kind, ModelCall, Summary};
 use crate::record::Sent;
@@ -155,6 +156,13 @@ impl Converter {
             Some("function_call_output") => {
                 let id = item["call_id"].as_str().unwrap_or("");
                 draft.tool_result(ts, None, id, text_of(&item["output"]), None);
+            }
+            Some("compaction") => {
+                // Opaque: what it holds is encrypted.
+                let encrypted = item["encrypted_content"].as_str().unwrap_or("");
+                let meta = providers::meta(providers::OPENAI);
+                let text = providers::opaque(encrypted);
+                draft.push(Kind::Compaction, ts, text, EventExtra::meta(meta));
             }
             Some("reasoning") => {
                 // Empty reasoning is hidden only when the item carries it encrypted.

@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::Exchange;
 use super::request::{Converter, events_of, messages_of, output_of, system_of};
+use super::{Exchange, provider};
 use crate::import::{ABSENT, Counts, Draft, EventExtra, Format, text_of};
 use crate::model::{Event, Kind, Record, Status, Summary, Usage};
 use crate::record::Found;
@@ -86,6 +86,10 @@ pub(crate) fn step(
         format: format.name().to_string(),
         system: system_of(&e.request).map(text_of),
     });
+    call.meta = provider::meta(response);
+    if let Some(policy) = provider::policy(format, &e.request) {
+        call.policy = Some(policy);
+    }
     if let Some(response) = response {
         let mut convert = Converter::new(format);
         for item in output_of(format, response) {

@@ -92,7 +92,8 @@ pub(super) fn reassemble(format: Format, sse: &str) -> Value {
                         if !block.is_object() {
                             continue;
                         }
-                        for key in ["text", "thinking"] {
+                        // A compaction block's summary comes whole, as `content`.
+                        for key in ["text", "thinking", "content"] {
                             if let Some(more) = delta[key].as_str() {
                                 extend_text(&mut block[key], more);
                             }
@@ -105,6 +106,10 @@ pub(super) fn reassemble(format: Format, sse: &str) -> Value {
                         }
                     }
                     Some("message_delta") => {
+                        // What context editing did, on the last delta.
+                        if event["context_management"].is_object() {
+                            whole["context_management"] = event["context_management"].clone();
+                        }
                         for (key, value) in event["usage"].as_object().into_iter().flatten() {
                             if !whole["usage"].is_object() {
                                 whole["usage"] = json!({});
