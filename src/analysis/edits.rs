@@ -50,6 +50,19 @@ pub fn differences(call: &ModelCall, projected: &Projected, policy: &Policy) -> 
     out
 }
 
+/// How many tool uses and turns of thinking the provider reported it
+/// cleared of `call`'s request, where the response said.
+pub fn cleared_by_provider(call: &ModelCall) -> Option<u64> {
+    let applied = recorded(call)?;
+    let count = |e: &Value, key: &str| e[key].as_u64().unwrap_or(0);
+    Some(
+        applied
+            .iter()
+            .map(|e| count(e, "cleared_tool_uses") + count(e, "cleared_thinking_turns"))
+            .sum(),
+    )
+}
+
 /// The `applied_edits` the call's meta keeps, where it keeps them.
 fn recorded(call: &ModelCall) -> Option<Vec<Value>> {
     let meta: Value = serde_json::from_str(call.meta.as_deref()?).ok()?;

@@ -172,8 +172,9 @@ pub fn replay(
 pub fn paired(session: &SessionLog, replayed: &[CallReplay]) -> Vec<Compaction> {
     let mut calls: Vec<&ModelCall> = session.calls.iter().collect();
     calls.sort_by_key(|c| c.id);
-    // The host's: the first call after each marker, and each call with a
-    // new summary in force that no marker explains; by position.
+    // The host's: the first call after each marker, each call with a new
+    // summary in force that no marker explains, and each the provider
+    // reported it cleared more of; by position.
     let mut host: Vec<(usize, &'static str)> = Vec::new();
     for marker in session.events.iter().filter(|e| e.kind == Kind::Compaction) {
         let manual = marker.meta.as_deref().is_some_and(|m| {
@@ -188,6 +189,15 @@ pub fn paired(session: &SessionLog, replayed: &[CallReplay]) -> Vec<Compaction> 
         if summary.is_some() && summary != calls[at - 1].summary_id {
             host.push((at, "auto"));
         }
+    }
+    // And each call the provider's context editing cleared more of.
+    let mut cleared = 0;
+    for (at, call) in calls.iter().enumerate() {
+        let now = super::edits::cleared_by_provider(call).unwrap_or(0);
+        if now > cleared {
+            host.push((at, "auto"));
+        }
+        cleared = now;
     }
     host.sort_by_key(|&(at, _)| at);
     host.dedup_by_key(|&mut (at, _)| at);
