@@ -261,6 +261,27 @@ fn claude_code_compacts_when_its_count_reaches_the_window_less_33000() {
     assert!(at.needs_summary.is_some());
 }
 
+/// Claude Code anchors its count at the first block of the previous
+/// response and estimates all after it: the response's later text and
+/// tool calls (name and input) too, besides the results.
+#[test]
+fn claude_code_counts_the_previous_responses_later_blocks_as_it_does() {
+    let policy = policy(&["preset=\"claude-code\""]);
+    let mut b = LogBuilder::new();
+    b.user("start");
+    let first = b.call();
+    b.say(&"a".repeat(40)); // the response's first block: in its usage
+    b.say(&"b".repeat(40)); // 10
+    b.tool("Read", &"x".repeat(400)); // "Read{}": 2, and 100
+    let second = b.call();
+    reported(&mut b, first, 166_800, 88); // 166,888 + 112 = 167,000: reached
+    let all = project_all(&b.log, &policy);
+    assert_eq!(all[second as usize - 1].fired, ["auto_compact"]);
+    reported(&mut b, first, 166_800, 87); // 166,999: below
+    let all = project_all(&b.log, &policy);
+    assert!(all[second as usize - 1].fired.is_empty());
+}
+
 #[test]
 fn claude_code_microcompact_clears_all_but_the_newest_five_after_an_idle_hour() {
     let mut b = LogBuilder::new();

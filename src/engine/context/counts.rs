@@ -140,6 +140,11 @@ impl Counts {
         }
     }
 
+    /// The UTF-16 units of the event at `ix`'s text.
+    pub fn utf16(&self, ix: usize) -> u64 {
+        u64::from(self.utf16.get(ix).copied().unwrap_or(0))
+    }
+
     /// OpenCode's and Claude Code's estimate of the event at `ix`
     /// (`presets::estimate` of its content), from its UTF-16 units.
     pub fn estimate(&self, ix: usize) -> u64 {

@@ -3,8 +3,9 @@
 //!
 //! Auto compaction comes before a call when the count Claude Code checks,
 //! the previous call's reported input (cache included) and output plus
-//! characters/4 of what was added since, reaches the window less the output
-//! reserve (at most `output_cap`) and a buffer: everything before the call
+//! characters/4 of all that came after its response's first block,
+//! reaches the window less the output reserve (at most `output_cap`) and a
+//! buffer: everything before the call
 //! is summarized, and the summary is sent as a user message. Microcompact:
 //! after an idle gap, all but the newest compactable tool results are
 //! cleared. The log's own compactions and microcompactions are followed
@@ -23,6 +24,17 @@ use crate::policy::{Budget, ClaudeCode, Policy};
 /// The count at which Claude Code compacts (see `Policy::claude_code_threshold`).
 pub fn threshold(policy: &Policy) -> u64 {
     policy.claude_code_threshold().1
+}
+
+/// Claude Code's estimate of the event at `ix`: characters / 4 of its
+/// text, and of a tool call its name with its input.
+fn estimate(ctx: &Context, ix: usize) -> u64 {
+    match ctx.events[ix].tool_name.as_deref() {
+        Some(name) if ctx.events[ix].kind == Kind::ToolCall => {
+            (name.encode_utf16().count() as u64 + ctx.counts.utf16(ix) + 2) / 4
+        }
+        _ => ctx.counts.estimate(ix),
+    }
 }
 
 /// What claude-code carries from call to call: the results the host's log
@@ -51,7 +63,7 @@ pub fn project<'a>(
     let followed = follow_marker(&ctx, state, policy, fired, carry.seen).is_some();
     if !followed
         && let Some(span) = whole_span(&ctx, state)
-        && count_before(&ctx, budget, state, |ctx, ix| ctx.counts.estimate(ix))
+        && count_before(&ctx, budget, state, estimate, true)
             .is_some_and(|count| count >= threshold(policy))
     {
         fired.push("auto_compact");

@@ -76,9 +76,13 @@ pub fn project<'a>(
     let followed = follow_marker(&ctx, state, policy, fired, carry.seen).is_some();
     if !followed
         && let Some(span) = whole_span(&ctx, state)
-        && count_before(&ctx, budget, state, |ctx, ix| {
-            approx_bytes(ctx.events[ix].content.len())
-        })
+        && count_before(
+            &ctx,
+            budget,
+            state,
+            |ctx, ix| approx_bytes(ctx.events[ix].content.len()),
+            false,
+        )
         .is_some_and(|count| count >= limit(policy))
     {
         fired.push("auto_compact");

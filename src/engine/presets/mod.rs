@@ -192,15 +192,19 @@ fn whole_span(ctx: &Context, state: &State) -> Option<Span> {
 }
 
 /// What a host counts before this call: the previous call's reported input
-/// and output, plus `estimate` of what was added since (by index) that the model did
-/// not write. Where the log has no usage for that call, or the engine
-/// compacted where the host did not (so what the host reported is not what
-/// this projection sends), the estimate the previous call was projected with.
+/// and output, plus `estimate` of what was added since (by index): with
+/// `anchored`, of everything after the first event of the previous call's
+/// response (Claude Code anchors its count there, and so estimates the
+/// response's later blocks too), else of what the model did not write.
+/// Where the log has no usage for that call, or the engine compacted where
+/// the host did not (so what the host reported is not what this projection
+/// sends), the estimate the previous call was projected with.
 fn count_before(
     ctx: &Context,
     budget: &Budget,
     state: &State,
     estimate: fn(&Context, usize) -> u64,
+    anchored: bool,
 ) -> Option<u64> {
     let previous = ctx.session.call(state.previous_call?)?;
     let u = previous.usage;
@@ -213,12 +217,20 @@ fn count_before(
     };
     // What the previous call saw, searched from the end, where it ends.
     let since = partition_near(ctx.events, ctx.events.len(), |e| e.seq <= previous.last_seq);
+    let written = |ix: usize| {
+        matches!(
+            ctx.events[ix].kind,
+            Kind::Assistant | Kind::Reasoning | Kind::ToolCall
+        )
+    };
+    let anchor = (since..ctx.events.len()).find(|&ix| written(ix));
     let added = (since..ctx.events.len())
-        .filter(|&ix| {
-            matches!(
+        .filter(|&ix| match anchored {
+            true => Some(ix) != anchor && ctx.events[ix].kind != Kind::Compaction,
+            false => matches!(
                 ctx.events[ix].kind,
                 Kind::User | Kind::ToolResult | Kind::System
-            )
+            ),
         })
         .fold(0u64, |sum, ix| sum.saturating_add(estimate(ctx, ix)));
     Some(reported.saturating_add(added))
