@@ -574,6 +574,7 @@ fn read_session(
                 }
             }
             "user" => user(draft, message, &ts, line),
+            "attachment" => attachment(draft, &line["attachment"], &ts),
             "assistant" => {
                 let Some(message) = message else {
                     draft.unmapped("assistant line without a message");
@@ -759,6 +760,43 @@ fn user(draft: &mut Draft, message: Option<&Value>, ts: &str, line: &Value) {
         Value::Array(blocks) => draft.blocks(Kind::User, ts, blocks, meta),
         _ => draft.unmapped("user content"),
     }
+}
+
+/// An attachment line: what Claude Code sends the model beside the
+/// conversation, as a user message of its own, where the line holds its
+/// text: a file it read again (after a compaction, or one the user named),
+/// a file too large for that named only, a file edited outside it, a hook's
+/// context, the plan. Other attachments are counted as unmapped.
+fn attachment(draft: &mut Draft, a: &Value, ts: &str) {
+    let kind = a["type"].as_str().unwrap_or("");
+    let file = &a["content"]["file"];
+    let path = [&file["filePath"], &a["filename"], &a["displayPath"]]
+        .into_iter()
+        .find_map(Value::as_str);
+    let text = match kind {
+        "file" => file["content"].as_str().map(str::to_string),
+        "compact_file_reference" => path.map(|path| {
+            format!(
+                "Note: {path} was read before the last conversation was summarized, but the \
+                 contents are too large to include. Use Read tool if you need to access it."
+            )
+        }),
+        "edited_text_file" => a["snippet"].as_str().map(str::to_string),
+        "hook_success" | "hook_additional_context" => {
+            Some(text_of(&a["content"])).filter(|t| !t.is_empty())
+        }
+        "plan_file_reference" => a["planContent"].as_str().map(str::to_string),
+        _ => None,
+    };
+    let Some(text) = text else {
+        draft.unmapped("attachment");
+        return;
+    };
+    let mut meta = json!({"synthetic": true, "attachment": kind});
+    if let Some(path) = path {
+        meta["path"] = json!(path);
+    }
+    draft.push(Kind::User, ts, text, EventExtra::meta(meta));
 }
 
 /// An assistant line's content: blocks as usual, but also a plain string

@@ -433,6 +433,41 @@ fn claude_code_predicts_each_versions_auto_compaction_and_matches_the_record() {
     );
 }
 
+/// What Claude Code re-read after its compaction (attachment lines) is sent
+/// after the summary: a file's text, and a file too large named only.
+#[test]
+fn claude_code_sends_the_files_it_reinjected_after_the_summary() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/claude-code/v2.1-auto-compact.jsonl");
+    let cache = tempfile::TempDir::new().unwrap();
+    for predict in [false, true] {
+        let run = assert_cmd::Command::cargo_bin("ctxlens")
+            .unwrap()
+            .env("XDG_CACHE_HOME", cache.path())
+            .args(["project", "--json", "--call", "3"])
+            .arg(&src)
+            .args(if predict { &PREDICT[..] } else { &[] })
+            .output()
+            .unwrap();
+        let p: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+        let items: Vec<(&str, &str)> = p["context"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| (i["kind"].as_str().unwrap(), i["text"].as_str().unwrap()))
+            .collect();
+        assert_eq!(items.len(), 3, "{items:?}");
+        assert_eq!(items[0].0, "summary");
+        assert!(items[1].1.contains("line parser reads"), "{items:?}");
+        assert!(
+            items[2]
+                .1
+                .starts_with("Note: /home/dev/parser/src/tokens.rs was read before"),
+            "{items:?}"
+        );
+    }
+}
+
 /// Compacting where the host did not, the projection says so in the
 /// placeholder; CLAUDE_AUTOCOMPACT_PCT_OVERRIDE lowers the threshold.
 #[test]
