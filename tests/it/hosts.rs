@@ -282,6 +282,42 @@ fn claude_code_counts_the_previous_responses_later_blocks_as_it_does() {
     assert!(all[second as usize - 1].fired.is_empty());
 }
 
+/// After its own compaction, claude-code sends what Claude Code reads
+/// again: the newest five files read, each once, one over 5,000 tokens
+/// named only.
+#[test]
+fn claude_code_reads_the_newest_five_files_again_after_its_compaction() {
+    let policy = policy(&["preset=\"claude-code\"", "trigger.on_request=false"]);
+    let mut b = LogBuilder::new();
+    b.user("start");
+    let first = b.call();
+    let mut read = |b: &mut LogBuilder, path: &str, text: &str| {
+        let id = format!("r{}", b.log.events.len());
+        let input = format!("{{\"file_path\":\"{path}\"}}");
+        b.push(Kind::ToolCall, Some(("Read", &id)), &input);
+        b.push(Kind::ToolResult, Some(("Read", &id)), text);
+    };
+    for n in 1..=5 {
+        read(&mut b, &format!("/p/{n}.rs"), &format!("file {n}"));
+    }
+    read(&mut b, "/p/3.rs", "file 3 again");
+    read(&mut b, "/p/big.rs", &"x".repeat(20_004)); // 5,001 tokens
+    b.say("read them");
+    let second = b.call();
+    reported(&mut b, first, 190_000, 0);
+    let all = project_all(&b.log, &policy);
+    let at = &all[second as usize - 1];
+    assert_eq!(at.fired, ["auto_compact"]);
+    let texts: Vec<String> = sent(at).into_iter().map(|(_, text)| text).collect();
+    assert!(texts[1].starts_with("[predicted compaction"), "{texts:?}");
+    assert_eq!(
+        texts[2],
+        "Note: /p/big.rs was read before the last conversation was summarized, but the \
+         contents are too large to include. Use Read tool if you need to access it."
+    );
+    assert_eq!(texts[3..], ["file 3 again", "file 5", "file 4", "file 2"]);
+}
+
 #[test]
 fn claude_code_microcompact_clears_all_but_the_newest_five_after_an_idle_hour() {
     let mut b = LogBuilder::new();
@@ -501,6 +537,18 @@ fn claude_code_compacting_where_the_host_did_not_says_so() {
     assert!(
         first.starts_with("[predicted compaction; the host did not compact here"),
         "{first}"
+    );
+    // After it, what Claude Code would read again: the file its Read call
+    // read (the one after it was not read yet at that call).
+    let context = p["context"].as_array().unwrap();
+    assert_eq!(context.len(), 2, "{context:?}");
+    assert_eq!(context[1]["kind"], "injection");
+    assert!(
+        context[1]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("    // line parser reads"),
+        "{context:?}"
     );
     // Not a percentage.
     let run = assert_cmd::Command::cargo_bin("ctxlens")

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use super::{Cleared, count_before, drop_markers, follow_marker, whole_span};
 use crate::engine::context::{Context, Why};
-use crate::engine::reducers::apply_cover;
+use crate::engine::reducers::{Cover, apply_cover};
 use crate::engine::split::take_cover;
-use crate::engine::{Carry, ReducerName, State, Status, seconds};
-use crate::model::{Event, Kind};
+use crate::engine::{Carry, ReducerName, Span, State, Status, seconds};
+use crate::model::{Event, Injection, Kind};
 use crate::policy::{Budget, ClaudeCode, Policy};
 
 /// The count at which Claude Code compacts (see `Policy::claude_code_threshold`).
@@ -46,6 +46,8 @@ pub struct Carried {
     now: Option<Time>,
     /// Tool results cleared so far.
     pruned: Cleared,
+    /// The files re-read after the projection's own compaction of a span.
+    reread: Option<(Span, Vec<Injection>)>,
 }
 
 type Time = chrono::DateTime<chrono::FixedOffset>;
@@ -83,6 +85,16 @@ pub fn project<'a>(
     ctx.redo_from(ctx.pairs_from(from));
     ctx = apply_cover(ctx, cover);
     drop_markers(&mut ctx);
+    // The host's own compaction has what it re-read in the log, after its
+    // marker; the projection's own re-reads what the log holds.
+    if let (Cover::Placeholder(span), Some(_)) = (cover, state.split) {
+        let reread = match own.reread.take() {
+            Some((at, files)) if at == span => files,
+            _ => reread(&ctx, span),
+        };
+        ctx.around.after.extend(reread.iter().cloned());
+        own.reread = Some((span, reread));
+    }
     if c.microcompact && idle(&ctx, state, c) {
         microcompact(&ctx, c, state, fired);
     }
@@ -127,6 +139,63 @@ pub fn project<'a>(
     own.now = now;
     *carry.own() = own;
     ctx
+}
+
+/// How many files Claude Code reads again after its compaction, the most
+/// tokens (by its estimate) one may have to be read whole, and in all.
+const REREAD_FILES: usize = 5;
+const REREAD_FILE_TOKENS: u64 = 5_000;
+const REREAD_TOKENS: u64 = 50_000;
+
+/// What Claude Code reads again after compacting `span`, as the log holds
+/// it: the files its `Read` calls read in the span, newest first, each once;
+/// a file over `REREAD_FILE_TOKENS`, or past `REREAD_TOKENS` in all, is
+/// named only, in Claude Code's words.
+fn reread(ctx: &Context, span: Span) -> Vec<Injection> {
+    let end = ctx.events.partition_point(|e| e.seq <= span.to_seq);
+    let mut files: Vec<Injection> = Vec::new();
+    let mut total = 0;
+    for ix in (0..end).rev() {
+        let event = &ctx.events[ix];
+        if event.kind != Kind::ToolResult || event.tool_name.as_deref() != Some("Read") {
+            continue;
+        }
+        let Some(path) = ctx
+            .session
+            .partner_of(ix)
+            .and_then(|call| read_path(&ctx.events[call].content.get()))
+        else {
+            continue;
+        };
+        if files.iter().any(|f| f.hook == path) {
+            continue;
+        }
+        let tokens = ctx.counts.estimate(ix);
+        let content = if tokens <= REREAD_FILE_TOKENS && total + tokens <= REREAD_TOKENS {
+            total += tokens;
+            event.content.get().to_string()
+        } else {
+            format!(
+                "Note: {path} was read before the last conversation was summarized, but the \
+                 contents are too large to include. Use Read tool if you need to access it."
+            )
+        };
+        files.push(Injection {
+            hook: path,
+            content,
+            tokens: None,
+        });
+        if files.len() == REREAD_FILES {
+            break;
+        }
+    }
+    files
+}
+
+/// The file a `Read` call's input names.
+fn read_path(input: &str) -> Option<String> {
+    let input: serde_json::Value = serde_json::from_str(input).ok()?;
+    input["file_path"].as_str().map(str::to_string)
 }
 
 /// Whether more than `idle_minutes` passed since the previous call.
