@@ -291,7 +291,7 @@ fn claude_code_reads_the_newest_five_files_again_after_its_compaction() {
     let mut b = LogBuilder::new();
     b.user("start");
     let first = b.call();
-    let mut read = |b: &mut LogBuilder, path: &str, text: &str| {
+    let read = |b: &mut LogBuilder, path: &str, text: &str| {
         let id = format!("r{}", b.log.events.len());
         let input = format!("{{\"file_path\":\"{path}\"}}");
         b.push(Kind::ToolCall, Some(("Read", &id)), &input);
