@@ -313,6 +313,10 @@ impl Replacement {
                 continue;
             }
             let text = text_of(&item["content"]);
+            // A message with no text sends nothing.
+            if text.trim().is_empty() {
+                continue;
+            }
             let kind = match item["role"].as_str() {
                 Some("user") => Kind::User,
                 Some("developer" | "system") => Kind::System,
