@@ -217,7 +217,10 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
                 let x = Policy::default().codex;
                 let Some(items) = payload["replacement_history"].as_array() else {
                     let text = message.map_or_else(
-                        || "[compaction: the rollout does not say what replaced the history]".into(),
+                        || {
+                            "[compaction: the rollout does not say what replaced the history]"
+                                .into()
+                        },
                         str::to_string,
                     );
                     draft.summary(end, text, &ts, Some("codex compaction".into()));

@@ -47,12 +47,7 @@ fn pairs(replay: &Value) -> Vec<(Option<i64>, Option<i64>, Option<i64>)> {
         .collect()
 }
 
-const PREDICT: [&str; 4] = [
-    "--set",
-    "preset=codex",
-    "--set",
-    "trigger.on_request=false",
-];
+const PREDICT: [&str; 4] = ["--set", "preset=codex", "--set", "trigger.on_request=false"];
 
 #[test]
 fn codex_estimates_encrypted_items_by_their_length_as_codex_does() {
@@ -88,7 +83,10 @@ fn codex_limit_is_nine_tenths_of_the_models_window() {
     // gpt-5.x-codex: a 272,000 window, reported as 95% of it (258,400).
     let replay = run("replay", &fixture("remote-mid-turn.jsonl"), &[]);
     let calls = replay["calls"].as_array().unwrap();
-    assert!(calls.iter().all(|c| c["target_tokens"] == 244_800), "{calls:?}");
+    assert!(
+        calls.iter().all(|c| c["target_tokens"] == 244_800),
+        "{calls:?}"
+    );
     let lowered = run(
         "replay",
         &fixture("remote-mid-turn.jsonl"),
@@ -133,7 +131,10 @@ fn codex_predicts_a_remote_compaction_at_201k_input_and_matches_the_record() {
         })
         .collect();
     std::fs::write(&bare, lines.join("\n") + "\n").unwrap();
-    assert_eq!(pairs(&run("replay", &bare, &PREDICT)), [(Some(13), None, None)]);
+    assert_eq!(
+        pairs(&run("replay", &bare, &PREDICT)),
+        [(Some(13), None, None)]
+    );
 }
 
 /// What the call after a remote compaction is sent: the replacement
@@ -148,7 +149,10 @@ fn codex_replays_a_replacement_history_to_exactly_what_it_holds() {
         let p = run("project", &fixture("remote-mid-turn.jsonl"), &all);
         let items = p["context"].as_array().unwrap();
         let texts: Vec<&str> = items.iter().map(|i| i["text"].as_str().unwrap()).collect();
-        assert!(texts[2].starts_with("# AGENTS.md instructions"), "{texts:?}");
+        assert!(
+            texts[2].starts_with("# AGENTS.md instructions"),
+            "{texts:?}"
+        );
         assert!(texts[3].starts_with("<environment_context>"), "{texts:?}");
         assert_eq!(
             texts[4..7],
@@ -166,7 +170,10 @@ fn codex_replays_a_replacement_history_to_exactly_what_it_holds() {
         );
         assert_eq!(items[7]["kind"], "summary");
         // The rest of the span (tool calls, outputs, reasoning, replies) is not sent.
-        assert!(items[8..].iter().all(|i| i["kind"] != "reasoning"), "{texts:?}");
+        assert!(
+            items[8..].iter().all(|i| i["kind"] != "reasoning"),
+            "{texts:?}"
+        );
     }
 }
 
@@ -189,9 +196,15 @@ fn codex_predicts_a_local_compaction_before_a_turn_and_matches_the_record() {
         texts[4],
         "Add a --strict flag to the CLI that rejects unknown keys."
     );
-    assert!(texts[5].starts_with("Another language model started"), "{texts:?}");
+    assert!(
+        texts[5].starts_with("Another language model started"),
+        "{texts:?}"
+    );
     assert_eq!(
-        texts.iter().filter(|t| t.starts_with("Another language")).count(),
+        texts
+            .iter()
+            .filter(|t| t.starts_with("Another language"))
+            .count(),
         1,
         "the summary once: {texts:?}"
     );
