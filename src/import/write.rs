@@ -365,12 +365,15 @@ pub struct WriteReport {
 /// So are the events a summary's meta says the host kept beside it (`kept`).
 fn resolve_summary(draft: &Draft, s: &Summary) -> Summary {
     let meta = s.meta.as_deref().map(|m| {
-        let mut meta: Value = serde_json::from_str(m).unwrap_or_default();
-        if let Some(kept) = meta.get_mut("kept").and_then(Value::as_array_mut) {
-            for p in kept.iter_mut() {
-                if let Some(position) = p.as_i64() {
-                    *p = json!(seq_at(draft, position));
-                }
+        let Ok(mut meta) = serde_json::from_str::<Value>(m) else {
+            return m.to_string();
+        };
+        let Some(kept) = meta.get_mut("kept").and_then(Value::as_array_mut) else {
+            return m.to_string();
+        };
+        for p in kept.iter_mut() {
+            if let Some(position) = p.as_i64() {
+                *p = json!(seq_at(draft, position));
             }
         }
         meta.to_string()
