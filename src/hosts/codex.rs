@@ -15,6 +15,63 @@ pub fn approx_bytes(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(4)
 }
 
+/// Codex's estimate of an encrypted item (reasoning, or a remote
+/// compaction's summary) from the length of its base64 text: 3/4 of it,
+/// less 650 bytes, then bytes / 4.
+pub fn encrypted_tokens(encoded_len: usize) -> u64 {
+    approx_bytes((encoded_len.saturating_mul(3) / 4).saturating_sub(650))
+}
+
+/// What Codex adds to the previous call's total for the encrypted
+/// reasoning of earlier turns (the provider does not count it, Codex does):
+/// the estimate of each reasoning item before the newest real user
+/// message, in the history since the last compaction. The events' reasoning
+/// estimates, summed once per session so each call takes two look-ups.
+#[derive(Clone, Debug, Default)]
+pub struct Reasoning {
+    /// `sums[i]`: the estimate of the encrypted reasoning before event `i`.
+    sums: Vec<u64>,
+}
+
+impl Reasoning {
+    /// Those of `events`, from each reasoning event's `encrypted_bytes` meta.
+    pub fn read(events: &[Event]) -> Reasoning {
+        let mut sums = Vec::with_capacity(events.len() + 1);
+        let mut sum = 0u64;
+        sums.push(0);
+        for e in events {
+            if e.kind == Kind::Reasoning
+                && let Some(len) = e.meta.as_deref().and_then(encrypted_bytes)
+            {
+                sum = sum.saturating_add(encrypted_tokens(len));
+            }
+            sums.push(sum);
+        }
+        Reasoning { sums }
+    }
+
+    /// How many events it was read from.
+    pub fn seen(&self) -> usize {
+        self.sums.len().saturating_sub(1)
+    }
+
+    /// The estimate of the encrypted reasoning among events `from..to`.
+    pub fn between(&self, from: usize, to: usize) -> u64 {
+        let at = |ix: usize| self.sums[ix.min(self.sums.len() - 1)];
+        at(to).saturating_sub(at(from))
+    }
+}
+
+/// The length of the encrypted text a reasoning event's meta records.
+fn encrypted_bytes(meta: &str) -> Option<usize> {
+    // Most reasoning meta is short; only one that names it is parsed.
+    if !meta.contains("encrypted_bytes") {
+        return None;
+    }
+    let meta: serde_json::Value = serde_json::from_str(meta).ok()?;
+    usize::try_from(meta["encrypted_bytes"].as_u64()?).ok()
+}
+
 /// Messages Codex sends as user messages that are not the user's: the
 /// environment, AGENTS.md and other instructions, each recognised by the
 /// markers it opens and closes with (case aside).
@@ -119,6 +176,13 @@ impl Messages {
             }
         }
         messages
+    }
+
+    /// The newest real user message before `end`: where Codex's turn
+    /// began (its instruction boundary).
+    pub fn last_user_before(&self, end: usize) -> Option<usize> {
+        let n = self.users.partition_point(|&ix| ix < end);
+        n.checked_sub(1).map(|at| self.users[at])
     }
 
     /// What Codex keeps of the events before `end` (the history up to a

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 
 /// What the importers write, as a number: one more whenever an importer
 /// writes a transcript otherwise, so imports cached before are made again.
-const IMPORTERS: u32 = 3;
+const IMPORTERS: u32 = 4;
 
 /// The cached import of `src`: named after its path, size and modification
 /// time (of every file, for a folder), so a changed source imports again,

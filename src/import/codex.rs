@@ -10,9 +10,11 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use super::draft::set_meta;
 use super::{ABSENT, Counts, EventExtra, Import, json_lines, text_of};
-use crate::model::Kind;
-use crate::policy::Policy;
+use crate::hosts::codex::encrypted_tokens;
+use crate::model::{Event, Kind};
+use crate::policy::{Codex, Policy};
 
 /// The window of Codex's models (272,000) where a rollout does not say.
 const DEFAULT_WINDOW: u64 = 272_000;
@@ -114,7 +116,13 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
                         let encrypted = payload
                             .get("encrypted_content")
                             .is_some_and(|e| !e.is_null());
-                        draft.reasoning(&ts, text, encrypted);
+                        let at = draft.reasoning(&ts, text, encrypted);
+                        // Codex counts earlier turns' reasoning by its length.
+                        if let Some(len) = payload["encrypted_content"].as_str().map(str::len)
+                            && let Some(event) = draft.events.get_mut(at as usize - 1)
+                        {
+                            set_meta(event, "encrypted_bytes", json!(len));
+                        }
                         true
                     }
                     "function_call" | "custom_tool_call" | "local_shell_call" => {
@@ -202,18 +210,49 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
                     "Conversation compacted".into(),
                     EventExtra::meta(json!({"auto": true})),
                 );
-                let text = match payload["message"].as_str().filter(|m| !m.is_empty()) {
-                    Some(message) => message.to_string(),
-                    None => describe_replacement(&payload["replacement_history"]),
-                };
-                if end >= 1 {
+                if end < 1 {
+                    continue;
+                }
+                let message = payload["message"].as_str().filter(|m| !m.is_empty());
+                let x = Policy::default().codex;
+                let Some(items) = payload["replacement_history"].as_array() else {
+                    let text = message.map_or_else(
+                        || {
+                            "[compaction: the rollout does not say what replaced the history]"
+                                .into()
+                        },
+                        str::to_string,
+                    );
                     draft.summary(end, text, &ts, Some("codex compaction".into()));
                     // What Codex keeps of the span: its initial context and newest user messages.
                     let events = &draft.events[..end as usize];
-                    draft.kept = crate::hosts::codex::kept(events, &Policy::default().codex)
+                    draft.kept = crate::hosts::codex::kept(events, &x)
                         .into_iter()
                         .map(|(ix, cut)| (ix as i64 + 1, cut.is_some()))
                         .collect();
+                    continue;
+                };
+                // The next request sends exactly the replacement history.
+                let replaced = Replacement::read(items, &draft.events[..end as usize], &x, message);
+                let text = match (message, &replaced.summary) {
+                    (Some(message), _) => message.to_string(),
+                    (None, Some(local)) => local.clone(),
+                    (None, None) => replaced.describe(items.len()),
+                };
+                let at = draft.summary(end, text, &ts, Some("codex compaction".into()));
+                draft.summaries[at].meta = Some(
+                    json!({
+                        "kept": replaced.kept,
+                        "remote": message.is_none() && replaced.summary.is_none(),
+                        "estimated_tokens": replaced.tokens,
+                    })
+                    .to_string(),
+                );
+                draft.kept = replaced.kept.iter().map(|&p| (p, false)).collect();
+                // What it holds that the log has not (context Codex injected again).
+                for (kind, text) in replaced.new {
+                    let extra = EventExtra::meta(json!({"from": "replacement_history"}));
+                    draft.push(kind, &ts, text, extra);
                 }
             }
             other => draft.unmapped(other),
@@ -237,22 +276,89 @@ fn same_text(text: &str) -> String {
     out
 }
 
-/// A remote compaction's replacement history cannot be read (it is
-/// encrypted); the summary says what it held.
-fn describe_replacement(history: &Value) -> String {
-    let items = history.as_array().map_or(&[][..], Vec::as_slice);
-    let mut kinds: Vec<String> = Vec::new();
-    for item in items {
-        let kind = item["type"].as_str().unwrap_or("item");
-        let role = item["role"]
-            .as_str()
-            .map(|r| format!(" ({r})"))
-            .unwrap_or_default();
-        kinds.push(format!("{kind}{role}"));
+/// What a compaction's `replacement_history` holds, against the log: the
+/// messages it kept (matched, newest first, to the events before it), the
+/// summary (a local compaction's text, or a remote one's encrypted item,
+/// estimated), and the messages the log has not.
+struct Replacement {
+    /// Positions of the events it kept, in order.
+    kept: Vec<i64>,
+    /// A local compaction's summary message (prefix and text).
+    summary: Option<String>,
+    /// Codex's estimate of the encrypted items' tokens.
+    tokens: u64,
+    encrypted: usize,
+    new: Vec<(Kind, String)>,
+}
+
+impl Replacement {
+    /// `message`: the compaction's own summary text, where it has one.
+    fn read(items: &[Value], events: &[Event], x: &Codex, message: Option<&str>) -> Replacement {
+        let mut out = Replacement {
+            kept: Vec::new(),
+            summary: None,
+            tokens: 0,
+            encrypted: 0,
+            new: Vec::new(),
+        };
+        // Each kept event is the newest of its text not kept already (Codex
+        // may put the initial context again before the newest message).
+        let mut used = HashSet::new();
+        for item in items.iter().rev() {
+            if let Some(encrypted) = item["encrypted_content"].as_str()
+                && item["type"] != "reasoning"
+            {
+                out.tokens = out.tokens.saturating_add(encrypted_tokens(encrypted.len()));
+                out.encrypted += 1;
+                continue;
+            }
+            if item["type"] != "message" {
+                continue;
+            }
+            let text = text_of(&item["content"]);
+            // A message with no text sends nothing.
+            if text.trim().is_empty() {
+                continue;
+            }
+            let kind = match item["role"].as_str() {
+                Some("user") => Kind::User,
+                Some("developer" | "system") => Kind::System,
+                _ => continue,
+            };
+            let same = same_text(&text);
+            let summary = text.starts_with(&x.summary_prefix)
+                || message.is_some_and(|m| same_text(m) == same);
+            if kind == Kind::User && summary {
+                out.summary.get_or_insert(text);
+                continue;
+            }
+            let found = (0..events.len()).rev().find(|&ix| {
+                events[ix].kind == kind
+                    && !used.contains(&ix)
+                    && same_text(&events[ix].content.get()) == same
+            });
+            match found {
+                Some(ix) => {
+                    used.insert(ix);
+                    out.kept.push(ix as i64 + 1);
+                }
+                None => out.new.push((kind, text)),
+            }
+        }
+        out.kept.sort_unstable();
+        out.new.reverse();
+        out
     }
-    format!(
-        "[remote compaction: the history was replaced by {} items the provider keeps encrypted: {}]",
-        items.len(),
-        kinds.join(", ")
-    )
+
+    /// A remote compaction's summary cannot be read (it is encrypted); the
+    /// text says what the history became.
+    fn describe(&self, items: usize) -> String {
+        format!(
+            "[remote compaction: the history was replaced by {items} items: {} messages kept, \
+             and {} summary the provider keeps encrypted, about {} tokens by Codex's estimate]",
+            self.kept.len() + self.new.len(),
+            self.encrypted,
+            self.tokens
+        )
+    }
 }

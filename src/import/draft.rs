@@ -422,7 +422,7 @@ impl Draft {
 
 /// `event`'s meta with `key` set to `value` (a meta that is no JSON object
 /// is taken as an empty one).
-fn set_meta(event: &mut Event, key: &str, value: Value) {
+pub(super) fn set_meta(event: &mut Event, key: &str, value: Value) {
     let mut meta: Map<String, Value> = (event.meta.as_deref())
         .and_then(|m| serde_json::from_str(m).ok())
         .unwrap_or_default();

@@ -362,10 +362,26 @@ pub struct WriteReport {
 }
 
 /// Inside a draft, seqs are positions (1-based) until written; these map them.
+/// So are the events a summary's meta says the host kept beside it (`kept`).
 fn resolve_summary(draft: &Draft, s: &Summary) -> Summary {
+    let meta = s.meta.as_deref().map(|m| {
+        let Ok(mut meta) = serde_json::from_str::<Value>(m) else {
+            return m.to_string();
+        };
+        let Some(kept) = meta.get_mut("kept").and_then(Value::as_array_mut) else {
+            return m.to_string();
+        };
+        for p in kept.iter_mut() {
+            if let Some(position) = p.as_i64() {
+                *p = json!(seq_at(draft, position));
+            }
+        }
+        meta.to_string()
+    });
     Summary {
         from_seq: seq_at(draft, s.from_seq),
         to_seq: seq_at(draft, s.to_seq),
+        meta,
         ..s.clone()
     }
 }

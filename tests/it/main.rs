@@ -12,6 +12,7 @@ mod common;
 mod calibrate;
 mod check;
 mod cli;
+mod codex;
 mod config;
 mod cost;
 mod docs;

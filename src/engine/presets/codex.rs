@@ -17,8 +17,8 @@ use crate::engine::context::{Context, Counts, Cut, Why};
 use crate::engine::reducers::apply_cover;
 use crate::engine::split::take_cover;
 use crate::engine::{Carry, ReducerName, Span, State, Status, cut_text};
-use crate::hosts::codex::{Kept, Messages, approx_bytes};
-use crate::model::SessionLog;
+use crate::hosts::codex::{Kept, Messages, Reasoning, approx_bytes};
+use crate::model::{SessionLog, partition_near};
 use crate::policy::{Budget, Codex, Policy};
 
 /// The count at which Codex compacts (see `Policy::codex_limit`).
@@ -54,6 +54,22 @@ fn messages_of(session: &SessionLog, x: &Codex, counts: &Counts) -> Arc<Messages
     })
 }
 
+/// The estimates of the session's encrypted reasoning, read by the first
+/// walk.
+#[derive(Default)]
+struct FoundReasoning(Option<Arc<Reasoning>>);
+
+fn reasoning_of(session: &SessionLog, counts: &Counts) -> Arc<Reasoning> {
+    let found = counts.memo.found::<FoundReasoning>();
+    let memo = || found.lock().unwrap_or_else(PoisonError::into_inner);
+    let known = (memo().0.clone()).filter(|known| known.seen() == session.events.len());
+    known.unwrap_or_else(|| {
+        let read = Arc::new(Reasoning::read(&session.events));
+        memo().0 = Some(Arc::clone(&read));
+        read
+    })
+}
+
 /// What codex carries from call to call: what it keeps of the compacted
 /// span, the same at every call while the span is, and the messages it
 /// may keep.
@@ -61,6 +77,42 @@ fn messages_of(session: &SessionLog, x: &Codex, counts: &Counts) -> Arc<Messages
 pub struct Carried {
     kept: Option<(Span, Kept)>,
     messages: Option<Arc<Messages>>,
+    reasoning: Option<Arc<Reasoning>>,
+}
+
+/// What the host's own compaction of `span` left, where the log records
+/// it (a `replacement_history`): the events it kept, and whether its
+/// summary is the provider's (remote) rather than a user message.
+fn host_compaction(session: &SessionLog, span: Span) -> Option<(Kept, bool)> {
+    let summary = (session.summaries.iter()).rfind(|s| s.to_seq == span.to_seq)?;
+    let meta: serde_json::Value = serde_json::from_str(summary.meta.as_deref()?).ok()?;
+    let kept = (meta["kept"].as_array()?.iter())
+        .filter_map(|seq| session.index_of(seq.as_i64()?))
+        .map(|ix| (ix, None))
+        .collect();
+    Some((kept, meta["remote"] == true))
+}
+
+/// What Codex adds for the encrypted reasoning of the turns before the
+/// previous call's (see `Reasoning`), in the history since the span
+/// compacted so far; nothing where the previous call's count is not the
+/// host's report (see `count_before`).
+fn reasoning_before(ctx: &Context, state: &State, messages: &Messages, r: &Reasoning) -> u64 {
+    let Some(previous) = state.previous_call.and_then(|id| ctx.session.call(id)) else {
+        return 0;
+    };
+    if state.split.is_some() && previous.summary_id.is_none() {
+        return 0;
+    }
+    let n = ctx.events.len();
+    let since = partition_near(ctx.events, n, |e| e.seq <= previous.last_seq);
+    let Some(boundary) = messages.last_user_before(since) else {
+        return 0;
+    };
+    let from = state
+        .split
+        .map_or(0, |s| partition_near(ctx.events, n, |e| e.seq <= s.to_seq));
+    r.between(from, boundary)
 }
 
 pub fn project<'a>(
@@ -74,6 +126,11 @@ pub fn project<'a>(
     let x = &policy.codex;
     let first = ctx.first_dialogue();
     let followed = follow_marker(&ctx, state, policy, fired, carry.seen).is_some();
+    let own = carry.own::<Carried>();
+    let messages =
+        Arc::clone((own.messages).get_or_insert_with(|| messages_of(ctx.session, x, &ctx.counts)));
+    let reasoning =
+        Arc::clone((own.reasoning).get_or_insert_with(|| reasoning_of(ctx.session, &ctx.counts)));
     if !followed
         && let Some(span) = whole_span(&ctx, state)
         && count_before(
@@ -83,6 +140,7 @@ pub fn project<'a>(
             |ctx, ix| approx_bytes(ctx.events[ix].content.len()),
             false,
         )
+        .map(|count| count.saturating_add(reasoning_before(&ctx, state, &messages, &reasoning)))
         .is_some_and(|count| count >= limit(policy))
     {
         fired.push("auto_compact");
@@ -93,17 +151,18 @@ pub fn project<'a>(
     // moved, but for the messages kept otherwise (below).
     let (cover, from) = take_cover(&ctx, state, policy, &mut carry.cover);
     let own = carry.own::<Carried>();
-    let messages =
-        Arc::clone((own.messages).get_or_insert_with(|| messages_of(ctx.session, x, &ctx.counts)));
     // What is kept of the span is the same at every call while the span
     // is; when it moves, only the messages kept at one call and not the
     // other (or cut otherwise) are made again, with the events it moved.
+    // Where the host's compaction of the span says what it kept, that is kept.
     let (kept, changed) = match (state.split, own.kept.take()) {
         (Some(span), Some((at, kept))) if at == span => (kept, Vec::new()),
         (split, before) => {
             let now = split.map_or_else(Vec::new, |span| {
                 let end = ctx.events.partition_point(|e| e.seq <= span.to_seq);
-                messages.kept(ctx.events, end, x)
+                host_compaction(ctx.session, span)
+                    .map(|(kept, _)| kept)
+                    .unwrap_or_else(|| messages.kept(ctx.events, end, x))
             });
             let before = before.map(|b| b.1).unwrap_or_default();
             let mut both: Vec<_> = before.iter().chain(&now).collect();
@@ -149,10 +208,15 @@ pub fn project<'a>(
         }
     }
     carry.own::<Carried>().kept = Some((span, kept));
+    // A summary that opens with the prefix has it; a remote one is the
+    // provider's item, not a user message.
     let summarized = ctx.stand.is_some_and(|stand| match stand {
-        crate::engine::Stand::Summary(s) => ctx.session.summaries[s]
-            .content
-            .starts_with(&x.summary_prefix),
+        crate::engine::Stand::Summary(s) => {
+            ctx.session.summaries[s]
+                .content
+                .starts_with(&x.summary_prefix)
+                || host_compaction(ctx.session, span).is_some_and(|(_, remote)| remote)
+        }
         _ => false,
     });
     if !summarized {
