@@ -90,6 +90,28 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The forgetting and the waste the log shows on its own, without being told what to look for.
+    ///
+    /// Each finding names its kind, the model call, the events that are its evidence, the tokens
+    /// and dollars it wasted where they can be counted, and a policy change that would have
+    /// avoided it, checked by projecting again: re_read (a tool call repeating one whose result
+    /// the context had lost), restated (the user saying again what had left the context),
+    /// instruction_dropped (a "never"/"always"/"must" a summary did not keep), compaction_loop,
+    /// compaction_grew, cache_break and orphan_sent. Under the recorded policy, or under
+    /// --policy/--set, to see which a candidate policy would have avoided. Exit status 0 when
+    /// nothing is found, 1 when something is.
+    Findings {
+        /// The log (a ctxlens SQLite log, or a transcript of a format `import` reads).
+        log: PathBuf,
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// One session only.
+        #[arg(long)]
+        session: Option<String>,
+        /// Print JSON: {"findings": [{kind, session, call, seqs, message, tokens, cost_usd, fix}]}.
+        #[arg(long)]
+        json: bool,
+    },
     /// For each call: was the fact there, and if not, which reducer removed it, when, and why.
     ///
     /// Finds the events that hold the fact (--text, --regex or --seq), gives its state at
@@ -492,6 +514,16 @@ fn main() -> ExitCode {
             _,
         ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
             .and_then(|choice| cli::replay::run(&log, session.as_deref(), &choice, json)),
+        (
+            Some(Command::Findings {
+                log,
+                policy,
+                session,
+                json,
+            }),
+            _,
+        ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
+            .and_then(|choice| cli::findings::run(&log, session.as_deref(), &choice, json)),
         (None, Some(log))
             if log.exists() && !ctxlens::open::is_log(&log) && looks_importable(&log) =>
         {

@@ -6,6 +6,7 @@ pub mod calibrate;
 pub mod check;
 pub mod cost;
 pub mod edits;
+pub mod findings;
 mod projection;
 pub mod replay;
 pub mod summarize;

@@ -321,7 +321,7 @@ pub fn strip(
 ) -> Vec<CallReplay> {
     let mut calls = Vec::new();
     if let Some(session) = log.session(id) {
-        replay_each(session, choice, cache, |mut call| {
+        replay_each(session, choice, cache, |mut call, _| {
             call.differences = Vec::new();
             calls.push(call);
         });
@@ -336,15 +336,16 @@ pub fn replay_session(
     cache: &mut ProjectionCache,
     out: &mut Vec<CallReplay>,
 ) {
-    replay_each(session, choice, cache, |call| out.push(call));
+    replay_each(session, choice, cache, |call, _| out.push(call));
 }
 
-/// Each call of `session` replayed, handed to `out` in log order.
-fn replay_each(
-    session: &SessionLog,
+/// Each call of `session` replayed, handed to `out` in log order with its
+/// projection (none where it could not be made).
+pub fn replay_each<'a>(
+    session: &'a SessionLog,
     choice: &PolicyChoice,
     cache: &mut ProjectionCache,
-    mut out: impl FnMut(CallReplay),
+    mut out: impl FnMut(CallReplay, Option<&Projected<'a>>),
 ) {
     let calibration = super::calibration(session, cache);
     // The policy of each recorded call, to render its projection's text.
@@ -355,11 +356,11 @@ fn replay_each(
         .filter_map(|c| Some((c.id, cache.shared_policy(choice, c).ok()?)))
         .collect();
     each_call(session, choice, cache, |call, projected| {
-        let replayed = match projected {
+        let replayed = match &projected {
             Ok(projected) => {
                 let reused = projected.reused;
                 let policy = policies.get(&call.id).map(Arc::as_ref);
-                let mut replayed = compare(session, call, &projected, reused, policy);
+                let mut replayed = compare(session, call, projected, reused, policy);
                 replayed.no_progress = projected.made_no_progress();
                 if let Some((tokens, source)) =
                     calibration.count(call.id, projected.total_tokens, choice.is_recorded())
@@ -375,7 +376,9 @@ fn replay_each(
                 session: session.id().to_string(),
                 turn: call.turn,
                 matches_record: false,
-                differences: vec![Difference::Unreadable { message }],
+                differences: vec![Difference::Unreadable {
+                    message: message.clone(),
+                }],
                 differences_total: 1,
                 record_differences: None,
                 total_tokens: 0,
@@ -393,7 +396,7 @@ fn replay_each(
                 no_progress: false,
             },
         };
-        out(replayed);
+        out(replayed, projected.as_ref().ok());
         ControlFlow::Continue(())
     });
 }

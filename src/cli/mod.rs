@@ -3,6 +3,7 @@
 //! or [`print_json`], so text from a log never reaches the terminal raw.
 
 pub mod check;
+pub mod findings;
 pub mod import;
 pub mod project;
 pub mod replay;

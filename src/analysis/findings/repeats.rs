@@ -1,0 +1,374 @@
+//! What the agent or the user had to say again because the context had
+//! lost it: `re_read` (a tool call repeating an earlier one whose result
+//! the call's context no longer held verbatim) and `restated` (a user
+//! message repeating an earlier instruction that had left the context).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{Finder, Finding, FindingFix, FindingKind, Scope};
+use crate::analysis::ProjectionCache;
+use crate::analysis::replay::CallReplay;
+use crate::analysis::why::{Fact, distinctive, trace_with};
+use crate::engine::{Projected, Stand, Status};
+use crate::model::{Kind, SessionLog};
+
+/// How many findings of a session, the costliest, get a fix checked: each
+/// check projects the session again.
+const FIXES: usize = 5;
+
+/// What makes two tool calls the same: the tool and its arguments, the file
+/// or URL they read, or the shell command they ran.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Call(String, String),
+    Path(String),
+    Url(String),
+    Command(String),
+}
+
+/// The keys a tool call is known by.
+fn keys(tool: &str, input: &str) -> Vec<Key> {
+    let mut keys = vec![Key::Call(tool.to_string(), input.trim().to_string())];
+    let Ok(Value::Object(args)) = serde_json::from_str::<Value>(input) else {
+        return keys;
+    };
+    let field = |names: &[&str]| names.iter().find_map(|n| args.get(*n)).cloned();
+    // Writing a file again is no re-read; reading the file or page again is.
+    if !writes(tool) {
+        if let Some(Value::String(path)) =
+            field(&["file_path", "path", "filePath", "filename", "notebook_path"])
+        {
+            keys.push(Key::Path(path));
+        }
+        if let Some(Value::String(url)) = field(&["url", "uri"]) {
+            keys.push(Key::Url(url));
+        }
+    }
+    let command = match field(&["command", "cmd"]) {
+        Some(Value::String(c)) => Some(c),
+        Some(Value::Array(parts)) => Some(
+            parts
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        _ => None,
+    };
+    if let Some(command) = command.map(|c| same_command(&c)).filter(|c| !c.is_empty()) {
+        keys.push(Key::Command(command));
+    }
+    keys
+}
+
+/// Whether a tool, by its name, changes what it names (edits, writes).
+fn writes(tool: &str) -> bool {
+    let tool = tool.to_lowercase();
+    [
+        "edit", "write", "patch", "create", "delete", "replace", "insert", "move", "rename",
+    ]
+    .iter()
+    .any(|w| tool.contains(w))
+}
+
+/// A shell command as its repeats compare: words split on whitespace, and
+/// redirections of its error stream or into nothing (`2>&1`, `2>/dev/null`,
+/// `>/dev/null`, `&>/dev/null`) left out; a `bash -lc` wrapper too.
+fn same_command(command: &str) -> String {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let words = match words.as_slice() {
+        ["bash" | "sh" | "zsh", "-lc" | "-c", rest @ ..] => rest.to_vec(),
+        _ => words,
+    };
+    let mut out: Vec<&str> = Vec::new();
+    let mut skip_next = false;
+    for word in words {
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        match word {
+            "2>&1" | ">/dev/null" | "2>/dev/null" | "&>/dev/null" | "1>/dev/null" => {}
+            ">" | "2>" | "&>" => skip_next = true,
+            _ => out.push(word.trim_matches(|c| c == '\'' || c == '"')),
+        }
+    }
+    out.join(" ")
+}
+
+/// A repeat to check at the call that issued it.
+#[derive(Clone, Debug)]
+struct Repeat {
+    /// The earlier call, its result, the repeat and its result (indexes).
+    earlier: usize,
+    result: usize,
+    repeat: usize,
+    repeat_result: Option<usize>,
+}
+
+/// The call (its id) whose answer holds the event at `ix`: the newest call
+/// that saw only events before it.
+fn issuing_call(session: &SessionLog, calls: &[(i64, i64)], ix: usize) -> Option<i64> {
+    let seq = session.events[ix].seq;
+    let at = calls.partition_point(|&(_, last)| last < seq);
+    at.checked_sub(1).map(|at| calls[at].0)
+}
+
+/// The session's calls as (id, last_seq), in id order.
+fn calls_of(session: &SessionLog) -> Vec<(i64, i64)> {
+    let mut calls: Vec<(i64, i64)> = session.calls.iter().map(|c| (c.id, c.last_seq)).collect();
+    calls.sort_unstable();
+    calls
+}
+
+pub(super) struct ReRead<'a> {
+    session: &'a SessionLog,
+    /// By the id of the call that issued them.
+    due: HashMap<i64, Vec<Repeat>>,
+    found: Vec<(Finding, Option<i64>)>,
+}
+
+impl<'a> ReRead<'a> {
+    pub(super) fn new(session: &'a SessionLog) -> ReRead<'a> {
+        let calls = calls_of(session);
+        let mut seen: HashMap<Key, usize> = HashMap::new();
+        let mut due: HashMap<i64, Vec<Repeat>> = HashMap::new();
+        for (ix, event) in session.events.iter().enumerate() {
+            if event.kind != Kind::ToolCall {
+                continue;
+            }
+            let tool = event.tool_name.as_deref().unwrap_or("");
+            let keys = keys(tool, &event.content.get());
+            let earlier = keys.iter().filter_map(|k| seen.get(k)).max().copied();
+            for key in keys {
+                seen.insert(key, ix);
+            }
+            let Some(earlier) = earlier else {
+                continue;
+            };
+            let Some(result) = session.partner_of(earlier).filter(|&r| r < ix) else {
+                continue;
+            };
+            let Some(call) = issuing_call(session, &calls, ix) else {
+                continue;
+            };
+            // The call must have seen the earlier result.
+            if calls
+                .iter()
+                .find(|c| c.0 == call)
+                .is_none_or(|c| c.1 < session.events[result].seq)
+            {
+                continue;
+            }
+            due.entry(call).or_default().push(Repeat {
+                earlier,
+                result,
+                repeat: ix,
+                repeat_result: session.partner_of(ix).filter(|&r| r > ix),
+            });
+        }
+        ReRead {
+            session,
+            due,
+            found: Vec::new(),
+        }
+    }
+}
+
+impl<'a> Finder<'a> for ReRead<'a> {
+    fn visit(&mut self, replayed: &CallReplay, projected: Option<&Projected<'a>>) {
+        let (Some(p), Some(repeats)) = (projected, self.due.remove(&replayed.call)) else {
+            return;
+        };
+        let session = self.session;
+        for r in repeats {
+            let Some(slot) = p.slots.get(r.result) else {
+                continue;
+            };
+            // Still there: a deliberate re-run (after an edit, a check).
+            if matches!(slot.status, Status::Verbatim | Status::Pinned) {
+                continue;
+            }
+            let event = &session.events[r.repeat];
+            let tool = event.tool_name.as_deref().unwrap_or("tool");
+            let how = disposition(p, r.result);
+            let mut seqs = vec![
+                session.events[r.earlier].seq,
+                session.events[r.result].seq,
+                event.seq,
+            ];
+            seqs.extend(r.repeat_result.map(|ix| session.events[ix].seq));
+            let message = format!(
+                "{tool} at seq {} repeats seq {}: its result (seq {}) was {how} at call {}",
+                event.seq, seqs[0], seqs[1], replayed.call,
+            );
+            let mut finding =
+                Finding::new(session, FindingKind::ReRead, replayed.call, seqs, message);
+            finding.tokens = r.repeat_result.map(|ix| tokens_of(p, ix));
+            self.found
+                .push((finding, Some(session.events[r.result].seq)));
+        }
+    }
+
+    fn found(self: Box<Self>, scope: &Scope<'a>, cache: &mut ProjectionCache) -> Vec<Finding> {
+        priced_with_fixes(self.found, scope, cache)
+    }
+}
+
+pub(super) struct Restated<'a> {
+    session: &'a SessionLog,
+    /// By the id of the first call that sees the restatement: (earlier,
+    /// restatement) indexes.
+    due: HashMap<i64, Vec<(usize, usize)>>,
+    found: Vec<(Finding, Option<i64>)>,
+}
+
+/// A user message short enough to be a reply ("yes", "go on"), not an
+/// instruction one could repeat.
+const SHORTEST_INSTRUCTION: usize = 24;
+
+impl<'a> Restated<'a> {
+    pub(super) fn new(session: &'a SessionLog) -> Restated<'a> {
+        let calls = calls_of(session);
+        let users: Vec<usize> = (0..session.events.len())
+            .filter(|&ix| is_typed(session, ix))
+            .collect();
+        let mut due: HashMap<i64, Vec<(usize, usize)>> = HashMap::new();
+        let mut restated = vec![false; session.events.len()];
+        for (n, &earlier) in users.iter().enumerate() {
+            let text = session.events[earlier].content.get();
+            if text.trim().chars().count() < SHORTEST_INSTRUCTION {
+                continue;
+            }
+            let (terms, need) = distinctive(session, &text);
+            if terms.len() < 2 {
+                continue;
+            }
+            let Some(&later) = users[n + 1..].iter().find(|&&ix| {
+                !restated[ix] && {
+                    let lower = session.events[ix].content.get().to_lowercase();
+                    terms.iter().filter(|t| lower.contains(t.as_str())).count() >= need
+                }
+            }) else {
+                continue;
+            };
+            restated[later] = true;
+            let seq = session.events[later].seq;
+            let at = calls.partition_point(|&(_, last)| last < seq);
+            if let Some(&(call, _)) = calls.get(at) {
+                due.entry(call).or_default().push((earlier, later));
+            }
+        }
+        Restated {
+            session,
+            due,
+            found: Vec::new(),
+        }
+    }
+}
+
+/// Whether the event at `ix` is a message the user typed.
+fn is_typed(session: &SessionLog, ix: usize) -> bool {
+    let event = &session.events[ix];
+    event.kind == Kind::User
+        && !event
+            .meta
+            .as_deref()
+            .is_some_and(|m| m.contains("\"synthetic\":true"))
+}
+
+impl<'a> Finder<'a> for Restated<'a> {
+    fn visit(&mut self, replayed: &CallReplay, projected: Option<&Projected<'a>>) {
+        let (Some(p), Some(pairs)) = (projected, self.due.remove(&replayed.call)) else {
+            return;
+        };
+        let session = self.session;
+        for (earlier, later) in pairs {
+            let Some(slot) = p.slots.get(earlier) else {
+                continue;
+            };
+            if matches!(slot.status, Status::Verbatim | Status::Pinned) {
+                continue;
+            }
+            let how = disposition(p, earlier);
+            let (a, b) = (session.events[earlier].seq, session.events[later].seq);
+            let message = format!(
+                "the user said again at seq {b} what they said at seq {a}, which was {how} by then"
+            );
+            let mut finding = Finding::new(
+                session,
+                FindingKind::Restated,
+                replayed.call,
+                vec![a, b],
+                message,
+            );
+            finding.tokens = Some(tokens_of(p, later));
+            self.found.push((finding, Some(a)));
+        }
+    }
+
+    fn found(self: Box<Self>, scope: &Scope<'a>, cache: &mut ProjectionCache) -> Vec<Finding> {
+        priced_with_fixes(self.found, scope, cache)
+    }
+}
+
+/// How the event at `ix` was disposed of at `p`'s call, in words: its
+/// status, the summary version that covered it, and why.
+pub(super) fn disposition(p: &Projected, ix: usize) -> String {
+    let slot = &p.slots[ix];
+    let status = slot.status.as_str();
+    let version = match (slot.status, p.stand) {
+        (Status::Summarized, Some(Stand::Summary(s))) => {
+            format!(" by summary v{}", p.session.summaries[s].version)
+        }
+        _ => String::new(),
+    };
+    match p.reason(ix) {
+        reason if reason.is_empty() => format!("{status}{version}"),
+        reason => format!("{status} ({reason})"),
+    }
+}
+
+/// The tokens of the event at `ix` as the log holds it.
+pub(super) fn tokens_of(p: &Projected, ix: usize) -> u64 {
+    p.counts.raw(ix + 1).saturating_sub(p.counts.raw(ix))
+}
+
+/// The findings priced at their call's input rate, and the costliest
+/// `FIXES` given the cheapest policy change that keeps the fact their
+/// evidence names (the seq beside each) through the session, checked by
+/// projecting again.
+fn priced_with_fixes(
+    found: Vec<(Finding, Option<i64>)>,
+    scope: &Scope,
+    cache: &mut ProjectionCache,
+) -> Vec<Finding> {
+    let mut found: Vec<(Finding, Option<i64>)> = found
+        .into_iter()
+        .map(|(mut f, fact)| {
+            let call = scope.session.call(f.call);
+            let rates = call.and_then(|c| scope.rates(c, cache));
+            f.cost_usd = f.tokens.zip(rates).map(|(t, r)| t as f64 * r.input / 1e6);
+            (f, fact)
+        })
+        .collect();
+    let mut costliest: Vec<usize> = (0..found.len()).collect();
+    costliest.sort_by_key(|&i| std::cmp::Reverse(found[i].0.tokens.unwrap_or(0)));
+    for &i in costliest.iter().take(FIXES) {
+        let Some(seq) = found[i].1 else {
+            continue;
+        };
+        let fact = Fact::Seqs(vec![seq]);
+        let Ok(trace) = trace_with(scope.session, &fact, scope.choice, cache) else {
+            continue;
+        };
+        found[i].0.fix = trace.fixes.into_iter().next().map(|fix| FindingFix {
+            set: fix.set,
+            extra_tokens: fix.extra_tokens,
+            verified: fix.verified,
+        });
+    }
+    found.into_iter().map(|(f, _)| f).collect()
+}

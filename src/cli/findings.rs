@@ -1,0 +1,102 @@
+//! `ctxlens findings LOG`: the forgetting and the waste the log shows on
+//! its own, grouped by kind (docs/contract.md, findings).
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::{Outcome, print_json};
+use crate::analysis::cost::dollars;
+use crate::analysis::findings::{Finding, FindingKind, findings};
+use crate::analysis::{PolicyChoice, ProjectionCache};
+use crate::display::{escape_line, thousands};
+use crate::open::load;
+use crate::say;
+
+#[derive(Serialize)]
+struct Report<'a> {
+    findings: &'a [Finding],
+}
+
+pub fn run(
+    path: &Path,
+    session: Option<&str>,
+    choice: &PolicyChoice,
+    as_json: bool,
+) -> anyhow::Result<Outcome> {
+    let log = load(path)?;
+    let session = match session {
+        Some(id) => Some(
+            log.pick_session(Some(id))
+                .map_err(anyhow::Error::msg)?
+                .id()
+                .to_string(),
+        ),
+        None => None,
+    };
+    let prices = crate::config::prices()?;
+    let mut cache = ProjectionCache::default();
+    let found = findings(&log, session.as_deref(), choice, &mut cache, &prices);
+    if as_json {
+        print_json(&Report { findings: &found })?;
+    } else {
+        print(&found, log.sessions.len() > 1 && session.is_none());
+    }
+    Ok(if found.is_empty() {
+        Outcome::Done
+    } else {
+        Outcome::Found
+    })
+}
+
+/// The findings grouped by kind, each kind with its count and what it
+/// wasted, then the total.
+fn print(found: &[Finding], name_sessions: bool) {
+    if found.is_empty() {
+        say!(
+            "no findings: nothing was read or said again after it left the context, no instruction dropped by a summary, no compaction that looped, grew or broke the cache, no broken pairing sent"
+        );
+        return;
+    }
+    for kind in FindingKind::ALL {
+        let of_kind: Vec<&Finding> = found.iter().filter(|f| f.kind == kind).collect();
+        if of_kind.is_empty() {
+            continue;
+        }
+        say!("{} ({}{})", kind.name(), of_kind.len(), wasted(&of_kind));
+        for f in of_kind {
+            let session = match name_sessions {
+                true => format!("{} ", escape_line(&f.session)),
+                false => String::new(),
+            };
+            say!("  {session}call {}: {}", f.call, escape_line(&f.message));
+            if let Some(fix) = &f.fix {
+                say!(
+                    "    avoided under --set {} ({:+} tokens at the last call{})",
+                    fix.set.join(" --set "),
+                    fix.extra_tokens,
+                    if fix.verified {
+                        ", checked"
+                    } else {
+                        ", not checked"
+                    }
+                );
+            }
+        }
+    }
+    let all: Vec<&Finding> = found.iter().collect();
+    say!("{} findings{}", found.len(), wasted(&all));
+}
+
+/// What findings wasted, where counted: ", 1,234 tokens, $0.012 wasted".
+fn wasted(found: &[&Finding]) -> String {
+    let tokens: u64 = found.iter().filter_map(|f| f.tokens).sum();
+    let usd: f64 = found.iter().filter_map(|f| f.cost_usd).sum();
+    let counted = found.iter().any(|f| f.tokens.is_some());
+    let priced = found.iter().any(|f| f.cost_usd.is_some());
+    match (counted, priced) {
+        (false, _) => String::new(),
+        (true, false) => format!(", {} tokens wasted", thousands(tokens)),
+        (true, true) => format!(", {} tokens, {} wasted", thousands(tokens), dollars(usd)),
+    }
+}
