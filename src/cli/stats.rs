@@ -55,6 +55,8 @@ struct SessionStats {
     calibration_reason: Option<String>,
     /// In dollars, each call and the session (docs/contract.md §7).
     cost: Option<Cost>,
+    /// How many findings of each kind (see `ctxlens findings`).
+    findings: BTreeMap<&'static str, usize>,
 }
 
 #[derive(Serialize)]
@@ -143,7 +145,14 @@ pub fn run(
                 .collect();
             cost::add_summarizers(&mut cost.session, &served, &prices, policy);
             cost.session.counted_in = counted_in.get(&ix).map(|p| p.to_string());
+            let scope = crate::analysis::findings::Scope {
+                session: s,
+                choice,
+                prices: &prices,
+            };
+            let found = crate::analysis::findings::of_session(&scope, &mut projections);
             SessionStats {
+                findings: crate::analysis::findings::counts(&found),
                 activity,
                 in_flight: waiting.collect(),
                 calibration,
@@ -253,6 +262,7 @@ fn session_stats(s: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> 
         calibration: None,
         calibration_reason: None,
         cost: None,
+        findings: BTreeMap::new(),
         estimate: Estimate {
             events: total,
             by_kind,
@@ -326,6 +336,16 @@ fn print_text(stats: &Stats) {
             );
         }
         print_calibration(s);
+        let found: Vec<String> = (s.findings.iter())
+            .filter(|&(_, &n)| n > 0)
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect();
+        if !found.is_empty() {
+            say!(
+                "  findings: {} (ctxlens findings lists them)",
+                found.join(", ")
+            );
+        }
         if let Some(cost) = &s.cost {
             print_cost(cost);
         }
