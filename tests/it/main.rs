@@ -18,6 +18,7 @@ mod cost;
 mod docs;
 mod engine;
 mod export;
+mod findings;
 mod fuzz_smoke;
 mod hostile;
 mod hosts;

@@ -7,6 +7,7 @@
 use super::{Finder, Finding, FindingKind, Scope};
 use crate::analysis::ProjectionCache;
 use crate::analysis::replay::CallReplay;
+use crate::display::thousands;
 use crate::engine::Projected;
 use crate::model::{Kind, SessionLog};
 
@@ -101,13 +102,14 @@ impl<'a> Finder<'a> for Compactions<'a> {
                 seqs.extend(Self::evidence(s));
                 seqs.sort_unstable();
                 seqs.dedup();
+                let apart = s.at - b.at;
                 let message = format!(
-                    "compacted at calls {} and {}, {} calls apart, each keeping 95% or more of the context ({} of {} tokens at call {})",
+                    "compacted at calls {} and {}, {apart} call{} apart, each keeping 95% or more of the context ({} of {} tokens at call {})",
                     b.call,
                     s.call,
-                    s.at - b.at,
-                    s.after,
-                    s.before,
+                    if apart == 1 { "" } else { "s" },
+                    thousands(s.after),
+                    thousands(s.before),
                     s.call
                 );
                 let mut f =
@@ -119,7 +121,9 @@ impl<'a> Finder<'a> for Compactions<'a> {
             if s.after > s.before && s.before > 0 {
                 let message = format!(
                     "the context after the compaction at call {} was larger than before it: {} tokens, from {}",
-                    s.call, s.after, s.before
+                    s.call,
+                    thousands(s.after),
+                    thousands(s.before)
                 );
                 let mut f = Finding::new(
                     session,
@@ -166,9 +170,9 @@ impl<'a> Finder<'a> for Compactions<'a> {
                     "prune or edit"
                 },
                 s.call,
-                s.reused,
-                b.after,
-                written,
+                thousands(s.reused),
+                thousands(b.after),
+                thousands(written),
                 if reported.is_some() {
                     " (as reported)"
                 } else {

@@ -61,9 +61,23 @@ impl<'a> Dropped<'a> {
     }
 }
 
-/// A text's sentences and lines.
+/// A text's sentences (ended by `.`, `!` or `?` before a space) and lines.
 fn sentences(text: &str) -> impl Iterator<Item = &str> {
-    text.split(['\n', '.', '!', '?', ';'])
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut start = 0;
+        let bytes = line.as_bytes();
+        for i in 0..bytes.len() {
+            let ends = matches!(bytes[i], b'.' | b'!' | b'?')
+                && bytes.get(i + 1).is_none_or(|b| b.is_ascii_whitespace());
+            if ends {
+                out.push(&line[start..=i]);
+                start = i + 1;
+            }
+        }
+        out.push(&line[start..]);
+    }
+    out.into_iter()
         .filter(|s| s.split_whitespace().count() >= 2)
 }
 

@@ -243,14 +243,16 @@ impl<'a> Restated<'a> {
                 continue;
             }
             let (terms, need) = distinctive(session, &text);
-            if terms.len() < 2 {
-                continue;
-            }
+            let said = words(&text);
             let Some(&later) = users[n + 1..].iter().find(|&&ix| {
-                !restated[ix] && {
-                    let lower = session.events[ix].content.get().to_lowercase();
-                    terms.iter().filter(|t| lower.contains(t.as_str())).count() >= need
+                if restated[ix] {
+                    return false;
                 }
+                let again = session.events[ix].content.get();
+                let lower = again.to_lowercase();
+                let again = words(&again);
+                terms.iter().filter(|t| lower.contains(t.as_str())).count() >= need
+                    && said.iter().filter(|w| again.contains(*w)).count() * 2 >= said.len()
             }) else {
                 continue;
             };
@@ -267,6 +269,18 @@ impl<'a> Restated<'a> {
             found: Vec::new(),
         }
     }
+}
+
+/// A text's words of three letters or more, lower case, each once.
+fn words(text: &str) -> Vec<String> {
+    let mut words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric() && c != '_')
+        .filter(|w| w.chars().count() >= 3)
+        .map(str::to_lowercase)
+        .collect();
+    words.sort_unstable();
+    words.dedup();
+    words
 }
 
 /// Whether the event at `ix` is a message the user typed.
