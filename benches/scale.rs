@@ -175,6 +175,11 @@ fn bench_log(c: &mut Criterion, log: &Path, label: &str, presets: bool) {
         ],
         &warm,
     );
+    whole(
+        "findings over every call, o200k, cache warm",
+        vec!["findings", path],
+        &warm,
+    );
     // Warm means warm from the first timed run on (peaks are the worst run's).
     run(&["project", "--call", &call, path], &warm);
     whole(

@@ -7,15 +7,14 @@ use regex::Regex;
 use super::{Finder, Finding, FindingKind, Scope};
 use crate::analysis::ProjectionCache;
 use crate::analysis::replay::CallReplay;
-use crate::analysis::why::distinctive;
 use crate::engine::{Projected, Stand, Status};
 use crate::model::{Kind, SessionLog};
 
 /// The words a constraint is said with.
 const IMPERATIVE: &str = r"(?i)\b(never|always|must|must not|mustn't|do not|don't|dont|shall not|should never|under no circumstances|make sure|avoid|only ever)\b";
 
-/// An instruction: the event, and the terms (and how many of them) a
-/// summary must hold to hold it.
+/// An instruction: the event, its sentence, and the words (and how many of
+/// them) a summary must hold to hold it.
 struct Instruction {
     ix: usize,
     sentence: String,
@@ -44,7 +43,11 @@ impl<'a> Dropped<'a> {
             let Some(sentence) = sentences(&text).find(|s| imperative.is_match(s)) else {
                 continue;
             };
-            let (terms, need) = distinctive(session, sentence);
+            let terms = content_words(sentence);
+            if terms.is_empty() {
+                continue;
+            }
+            let need = terms.len().div_ceil(2);
             instructions.push(Instruction {
                 ix,
                 sentence: sentence.trim().to_string(),
@@ -59,6 +62,47 @@ impl<'a> Dropped<'a> {
             found: Vec::new(),
         }
     }
+}
+
+/// The words of four letters or more that carry a sentence (not the
+/// constraint's own words, nor the commonest), lower case, each once: a
+/// summary that keeps the instruction holds half of them.
+fn content_words(sentence: &str) -> Vec<String> {
+    const COMMON: [&str; 24] = [
+        "never",
+        "always",
+        "must",
+        "don't",
+        "dont",
+        "should",
+        "shall",
+        "make",
+        "sure",
+        "avoid",
+        "only",
+        "ever",
+        "under",
+        "circumstances",
+        "with",
+        "that",
+        "this",
+        "from",
+        "into",
+        "they",
+        "them",
+        "your",
+        "have",
+        "when",
+    ];
+    let mut words: Vec<String> = sentence
+        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '\'')
+        .filter(|w| w.chars().count() >= 4)
+        .map(str::to_lowercase)
+        .filter(|w| !COMMON.contains(&w.as_str()))
+        .collect();
+    words.sort_unstable();
+    words.dedup();
+    words
 }
 
 /// A text's sentences (ended by `.`, `!` or `?` before a space) and lines.

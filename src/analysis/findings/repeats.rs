@@ -4,19 +4,17 @@
 //! message repeating an earlier instruction that had left the context).
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 
 use serde_json::Value;
 
 use super::{Finder, Finding, FindingFix, FindingKind, Scope};
 use crate::analysis::ProjectionCache;
+use crate::analysis::each_call;
 use crate::analysis::replay::CallReplay;
-use crate::analysis::why::{Fact, distinctive, trace_with};
+use crate::analysis::why::distinctive;
 use crate::engine::{Projected, Stand, Status};
 use crate::model::{Kind, SessionLog};
-
-/// How many findings of a session, the costliest, get a fix checked: each
-/// check projects the session again.
-const FIXES: usize = 5;
 
 /// What makes two tool calls the same: the tool and its arguments, the file
 /// or URL they read, or the shell command they ran.
@@ -235,28 +233,48 @@ impl<'a> Restated<'a> {
         let users: Vec<usize> = (0..session.events.len())
             .filter(|&ix| is_typed(session, ix))
             .collect();
+        let texts: Vec<String> = users
+            .iter()
+            .map(|&ix| session.events[ix].content.get().to_string())
+            .collect();
+        let said: Vec<Vec<String>> = texts.iter().map(|t| words(t)).collect();
+        // Which messages say each word, to find the later ones sharing half
+        // of a message's words without comparing every pair.
+        let mut saying: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (n, words) in said.iter().enumerate() {
+            for w in words {
+                saying.entry(w.as_str()).or_default().push(n);
+            }
+        }
         let mut due: HashMap<i64, Vec<(usize, usize)>> = HashMap::new();
-        let mut restated = vec![false; session.events.len()];
-        for (n, &earlier) in users.iter().enumerate() {
-            let text = session.events[earlier].content.get();
-            if text.trim().chars().count() < SHORTEST_INSTRUCTION {
+        let mut restated = vec![false; users.len()];
+        for n in 0..users.len() {
+            if texts[n].trim().chars().count() < SHORTEST_INSTRUCTION {
                 continue;
             }
-            let (terms, need) = distinctive(session, &text);
-            let said = words(&text);
-            let Some(&later) = users[n + 1..].iter().find(|&&ix| {
-                if restated[ix] {
-                    return false;
-                }
-                let again = session.events[ix].content.get();
-                let lower = again.to_lowercase();
-                let again = words(&again);
+            // The later messages sharing one of its rarer words, then
+            // those sharing half of all its words.
+            let mut candidates: Vec<usize> = (said[n].iter())
+                .map(|w| &saying[w.as_str()])
+                .filter(|saying| saying.len() <= RARE)
+                .flat_map(|saying| saying.iter().copied().filter(|&m| m > n && !restated[m]))
+                .collect();
+            candidates.sort_unstable();
+            candidates.dedup();
+            candidates.retain(|&m| shared(&said[n], &said[m]) * 2 >= said[n].len());
+            if candidates.is_empty() {
+                continue;
+            }
+            // Then by what makes the earlier one that message, as `why --seq` finds it.
+            let (terms, need) = distinctive(session, &texts[n]);
+            let Some(m) = candidates.into_iter().find(|&m| {
+                let lower = texts[m].to_lowercase();
                 terms.iter().filter(|t| lower.contains(t.as_str())).count() >= need
-                    && said.iter().filter(|w| again.contains(*w)).count() * 2 >= said.len()
             }) else {
                 continue;
             };
-            restated[later] = true;
+            restated[m] = true;
+            let (earlier, later) = (users[n], users[m]);
             let seq = session.events[later].seq;
             let at = calls.partition_point(|&(_, last)| last < seq);
             if let Some(&(call, _)) = calls.get(at) {
@@ -269,6 +287,23 @@ impl<'a> Restated<'a> {
             found: Vec::new(),
         }
     }
+}
+
+/// How many messages a word may be in to find repeats by: one said
+/// more often than that says nothing of which message is repeated.
+const RARE: usize = 64;
+
+/// How many words two sorted word lists share.
+fn shared(a: &[String], b: &[String]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => (i, j, n) = (i + 1, j + 1, n + 1),
+        }
+    }
+    n
 }
 
 /// A text's words of three letters or more, lower case, each once.
@@ -350,38 +385,70 @@ pub(super) fn tokens_of(p: &Projected, ix: usize) -> u64 {
     p.counts.raw(ix + 1).saturating_sub(p.counts.raw(ix))
 }
 
-/// The findings priced at their call's input rate, and the costliest
-/// `FIXES` given the cheapest policy change that keeps the fact their
-/// evidence names (the seq beside each) through the session, checked by
-/// projecting again.
+/// The findings priced at their call's input rate, and each given the pin
+/// of the event its evidence names (the seq beside it) as its fix where
+/// that pin keeps the event whole in the finding's call: checked in one
+/// walk of the session under all of them (each a pin of its own event, so
+/// one does not keep another's), not one walk a finding.
 fn priced_with_fixes(
     found: Vec<(Finding, Option<i64>)>,
     scope: &Scope,
     cache: &mut ProjectionCache,
 ) -> Vec<Finding> {
+    let session = scope.session;
     let mut found: Vec<(Finding, Option<i64>)> = found
         .into_iter()
         .map(|(mut f, fact)| {
-            let call = scope.session.call(f.call);
-            let rates = call.and_then(|c| scope.rates(c, cache));
+            let rates = session.call(f.call).and_then(|c| scope.rates(c, cache));
             f.cost_usd = f.tokens.zip(rates).map(|(t, r)| t as f64 * r.input / 1e6);
             (f, fact)
         })
         .collect();
-    let mut costliest: Vec<usize> = (0..found.len()).collect();
-    costliest.sort_by_key(|&i| std::cmp::Reverse(found[i].0.tokens.unwrap_or(0)));
-    for &i in costliest.iter().take(FIXES) {
-        let Some(seq) = found[i].1 else {
+    let mut pinned: Vec<i64> = found.iter().filter_map(|(_, seq)| *seq).collect();
+    pinned.sort_unstable();
+    pinned.dedup();
+    if pinned.is_empty() {
+        return found.into_iter().map(|(f, _)| f).collect();
+    }
+    let list = |seqs: &[i64]| {
+        let seqs: Vec<String> = seqs.iter().map(i64::to_string).collect();
+        format!("pin.seqs=[{}]", seqs.join(","))
+    };
+    let mut choice = scope.choice.clone();
+    choice.sets.push(list(&pinned));
+    // At each finding's call, whether its event was sent whole, and its tokens.
+    let mut kept: HashMap<(i64, i64), u64> = HashMap::new();
+    let wanted: HashMap<i64, Vec<i64>> = found.iter().fold(HashMap::new(), |mut m, (f, seq)| {
+        if let Some(seq) = seq {
+            m.entry(f.call).or_default().push(*seq);
+        }
+        m
+    });
+    each_call(session, &choice, cache, |call, projected| {
+        let (Ok(p), Some(seqs)) = (projected, wanted.get(&call.id)) else {
+            return ControlFlow::Continue(());
+        };
+        for &seq in seqs {
+            let Some(ix) = session.index_of(seq) else {
+                continue;
+            };
+            if p.slots
+                .get(ix)
+                .is_some_and(|slot| matches!(slot.status, Status::Verbatim | Status::Pinned))
+            {
+                kept.insert((call.id, seq), u64::from(p.slots[ix].tokens));
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    for (f, seq) in &mut found {
+        let Some(&tokens) = seq.and_then(|seq| kept.get(&(f.call, seq))) else {
             continue;
         };
-        let fact = Fact::Seqs(vec![seq]);
-        let Ok(trace) = trace_with(scope.session, &fact, scope.choice, cache) else {
-            continue;
-        };
-        found[i].0.fix = trace.fixes.into_iter().next().map(|fix| FindingFix {
-            set: fix.set,
-            extra_tokens: fix.extra_tokens,
-            verified: fix.verified,
+        f.fix = Some(FindingFix {
+            set: vec![list(&[seq.expect("kept only for a seq")])],
+            extra_tokens: tokens as i64,
+            verified: true,
         });
     }
     found.into_iter().map(|(f, _)| f).collect()
