@@ -1,0 +1,137 @@
+//! The providers' own edits as the SDKs' recordings show them: the
+//! inspector's record diff, the timeline of a provider's compaction, the
+//! thinking context editing clears, the fixes `why` offers, OpenAI's
+//! standalone compaction and its opaque item's size.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use assert_cmd::Command;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use ctxlens::log::Store;
+use ctxlens::tui::app::{App, Control, Mode};
+use ctxlens::tui::render::{self, Theme};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/recordings/{name}.json"))
+}
+
+/// `ctxlens ARGS`: its exit status and stdout.
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::cargo_bin("ctxlens")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+fn json_of(args: &[&str]) -> Value {
+    let (_, out) = run(args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// The recording `src` imported as `format` into a log in `dir`.
+fn import(format: &str, src: &Path, dir: &TempDir) -> String {
+    let log = dir.path().join(format!("{format}.db"));
+    let log = log.to_str().unwrap().to_string();
+    let (code, _) = run(&["import", format, src.to_str().unwrap(), "-o", &log]);
+    assert_eq!(code, 0);
+    log
+}
+
+/// The inspector on `log`, at call `id`.
+fn inspector(log: &str, id: &str) -> App {
+    let loaded = Store::open(Path::new(log)).unwrap().load().unwrap();
+    let mut app = App::new(log, Arc::new(loaded));
+    app.step(Control::Jump);
+    for c in id.chars() {
+        app.step(Control::Type(c));
+    }
+    app.step(Control::Confirm);
+    app
+}
+
+fn screen(app: &mut App) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(320, 40)).unwrap();
+    let theme = Theme { color: false };
+    terminal.draw(|f| render::draw(f, app, theme)).unwrap();
+    let buffer = terminal.backend().buffer().clone();
+    let width = buffer.area.width as usize;
+    (buffer.content.chunks(width))
+        .map(|row| row.iter().map(|c| c.symbol()).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_inspector_leaves_the_provider_s_clearing_out_of_the_record_diff() {
+    let dir = TempDir::new().unwrap();
+    let log = import("anthropic", &fixture("anthropic-context-editing"), &dir);
+    let mut app = inspector(&log, "5");
+    let view = app.view.as_ref().unwrap();
+    // Three results the provider cleared: the record holds them whole.
+    let record = view.record.as_ref().unwrap();
+    assert_eq!(record.changes.len(), 0, "{:?}", record.changes);
+    assert!(view.differs.iter().all(|d| !d));
+    let text = screen(&mut app);
+    assert!(text.contains("✓ matches the record"), "{text}");
+    assert!(text.contains("matches its record (r)"), "{text}");
+    app.step(Control::Diff);
+    assert_eq!(app.mode, Mode::Differences(0));
+    let text = screen(&mut app);
+    assert!(
+        text.contains("record against projection · 0 differences"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_inspector_shows_a_provider_edits_disagreement() {
+    let dir = TempDir::new().unwrap();
+    let fixture = fixture("anthropic-context-editing-disagrees");
+    let log = import("anthropic", &fixture, &dir);
+    let mut app = inspector(&log, "5");
+    let text = screen(&mut app);
+    let words = "provider's clear_tool_uses_20250919: recorded 2 cleared, projected 3";
+    assert!(
+        text.contains(&format!("✗ 1 difference from the record ({words})")),
+        "{text}"
+    );
+    app.step(Control::Diff);
+    let text = screen(&mut app);
+    assert!(text.contains(words), "{text}");
+    assert!(
+        text.contains("record against projection · 1 difference "),
+        "{text}"
+    );
+}
+
+#[test]
+fn cleared_thinking_is_a_compaction_on_both_sides() {
+    let dir = TempDir::new().unwrap();
+    let log = import("anthropic", &fixture("anthropic-clear-thinking"), &dir);
+    let replay = json_of(&["replay", &log, "--json"]);
+    assert_eq!(replay["diverging"], 0, "{replay}");
+    // The provider cleared three turns of thinking; so does the projection,
+    // which is a compaction at that call.
+    assert_eq!(replay["calls"][0]["triggers"], json!(["clear_thinking"]));
+    assert_eq!(replay["calls"][0]["compacted"], true);
+    assert_eq!(
+        replay["compactions"],
+        json!([{"session": replay["calls"][0]["session"], "host_call": 1,
+                "predicted_call": 1, "offset": 0, "kind": "auto"}])
+    );
+    let (_, text) = run(&["replay", &log]);
+    assert!(text.contains("host → predicted: 1 → 1 (+0)"), "{text}");
+    assert!(!text.contains("none predicted"), "{text}");
+}
