@@ -652,7 +652,7 @@ pub fn record_messages(session: &SessionLog, sent: &Sent) -> Vec<Message> {
         .zip(&sent.found)
         .map(|(e, found)| {
             let seq = found.index().map(|ix| session.events[ix].seq);
-            Message::new(e.kind.role(), &e.content.get(), seq)
+            Message::new(crate::hosts::providers::role(e), &e.content.get(), seq)
         })
         .collect()
 }

@@ -135,3 +135,41 @@ fn cleared_thinking_is_a_compaction_on_both_sides() {
     assert!(text.contains("host → predicted: 1 → 1 (+0)"), "{text}");
     assert!(!text.contains("none predicted"), "{text}");
 }
+
+#[test]
+fn an_opaque_item_weighs_its_estimate_and_a_block_is_the_assistant_s() {
+    let dir = TempDir::new().unwrap();
+    let log = import("openai-responses", &fixture("openai-compaction"), &dir);
+    let project = json_of(&["project", &log, "--call", "3", "--json"]);
+    let item = &project["context"][0];
+    assert_eq!(item["text"], "compacted (opaque): about 100 tokens");
+    // Its 400 encrypted characters, not the 9 tokens of its line.
+    assert_eq!(item["tokens"], 100, "{project}");
+    let sum: u64 = (project["context"].as_array().unwrap().iter())
+        .map(|i| i["tokens"].as_u64().unwrap())
+        .sum();
+    assert!(project["total_tokens"].as_u64().unwrap() >= sum);
+    // Anthropic's block is sent in the assistant's message.
+    let log = import("anthropic", &fixture("anthropic-compaction"), &dir);
+    let project = json_of(&["project", &log, "--call", "3", "--json"]);
+    let roles: Vec<(&str, &str)> = (project["context"].as_array().unwrap().iter())
+        .map(|i| (i["role"].as_str().unwrap(), i["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("system", "system"),
+            ("assistant", "compaction"),
+            ("assistant", "assistant"),
+            ("user", "user")
+        ]
+    );
+    let replay = json_of(&["replay", &log, "--json"]);
+    assert_eq!(replay["diverging"], 0, "{replay}");
+    let (_, text) = run(&["project", &log, "--call", "3"]);
+    assert!(text.contains("not verbatim (3 events)"), "{text}");
+    let log = import("anthropic", &fixture("anthropic-context-editing"), &dir);
+    let keep = "anthropic-context-editing.keep=3";
+    let (_, text) = run(&["project", &log, "--call", "5", "--set", keep]);
+    assert!(text.contains("not verbatim (1 event):"), "{text}");
+}
