@@ -173,3 +173,69 @@ fn an_opaque_item_weighs_its_estimate_and_a_block_is_the_assistant_s() {
     let (_, text) = run(&["project", &log, "--call", "5", "--set", keep]);
     assert!(text.contains("not verbatim (1 event):"), "{text}");
 }
+
+#[test]
+fn why_fixes_a_provider_s_clearing_with_its_own_keys_never_pins() {
+    let dir = TempDir::new().unwrap();
+    let log = import("anthropic", &fixture("anthropic-context-editing"), &dir);
+    let why = json_of(&["why", &log, "--text", "h0.example.com", "--json"]);
+    let sets: Vec<String> = (why["fixes"].as_array().unwrap().iter())
+        .map(|f| f["set"][0].as_str().unwrap().to_string())
+        .collect();
+    assert!(sets.iter().all(|s| !s.starts_with("pin.")), "{sets:?}");
+    for set in [
+        "anthropic-context-editing.keep=4",
+        r#"anthropic-context-editing.exclude_tools=["read_file"]"#,
+        "anthropic-context-editing.trigger=6",
+    ] {
+        assert!(sets.iter().any(|s| s == set), "{set}: {sets:?}");
+        // Each keeps the fact, as re-projecting with it shows.
+        let (code, _) = run(&["why", &log, "--text", "h0.example.com", "--set", set]);
+        assert_eq!(code, 0, "{set}");
+    }
+    assert!(
+        why["fixes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["verified"] == true)
+    );
+}
+
+#[test]
+fn pins_are_ignored_by_a_provider_s_edit_and_pairs_stay_together() {
+    let dir = TempDir::new().unwrap();
+    let log = import("anthropic", &fixture("anthropic-context-editing"), &dir);
+    let pinned = json_of(&[
+        "project",
+        &log,
+        "--call",
+        "5",
+        "--json",
+        "--set",
+        "pin.seqs=[4]",
+    ]);
+    let plain = json_of(&["project", &log, "--call", "5", "--json"]);
+    // The provider clears the result all the same, where it stands.
+    assert_eq!(pinned["context"], plain["context"]);
+    let seqs: Vec<i64> = (pinned["context"].as_array().unwrap().iter())
+        .flat_map(|i| {
+            i["seqs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_i64().unwrap())
+        })
+        .collect();
+    let at = |seq: i64| seqs.iter().position(|&s| s == seq).unwrap();
+    assert_eq!(at(4), at(3) + 1, "{seqs:?}");
+    let row = (pinned["events"].as_array().unwrap().iter())
+        .find(|e| e["seq"] == 4)
+        .unwrap();
+    assert_eq!(
+        (row["status"].as_str(), row["reducer"].as_str()),
+        (Some("stubbed"), Some("context_editing"))
+    );
+    let replay = json_of(&["replay", &log, "--json", "--set", "pin.seqs=[4]"]);
+    assert_eq!(replay["diverging"], 0, "{replay}");
+}
