@@ -239,3 +239,128 @@ fn pins_are_ignored_by_a_provider_s_edit_and_pairs_stay_together() {
     let replay = json_of(&["replay", &log, "--json", "--set", "pin.seqs=[4]"]);
     assert_eq!(replay["diverging"], 0, "{replay}");
 }
+
+/// A provider on 127.0.0.1 that answers each request of `answers` in turn
+/// (with Connection: close), and the paths it was asked.
+fn upstream(answers: Vec<Value>) -> (String, std::thread::JoinHandle<Vec<String>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        let mut paths = Vec::new();
+        for answer in answers {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            let mut first = String::new();
+            reader.read_line(&mut first).unwrap();
+            paths.push(first.split(' ').nth(1).unwrap_or("").to_string());
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = n.trim().parse().unwrap();
+                }
+                if line.trim().is_empty() {
+                    break;
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let body = answer.to_string();
+            let mut out = stream;
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+        }
+        paths
+    });
+    (url, server)
+}
+
+fn post(addr: &str, path: &str, body: &Value) -> String {
+    use std::io::{Read, Write};
+    let body = body.to_string();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+fn a_standalone_openai_compaction_is_recorded_as_a_call_of_the_compaction() {
+    use std::io::{BufRead, BufReader, Read};
+    let user = json!({"type": "message", "role": "user",
+                      "content": [{"type": "input_text", "text": "Read the logs. The code is LARK-4."}]});
+    let item = json!({"type": "compaction", "id": "cmp_1", "encrypted_content": "x".repeat(1200)});
+    let compacted = json!({"id": "resp_c", "object": "response.compaction", "created_at": 1767225600,
+        "output": [user, item],
+        "usage": {"input_tokens": 8000, "output_tokens": 500, "total_tokens": 8500,
+                  "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}});
+    let answer = json!({"id": "resp_2", "object": "response", "created_at": 1767225660, "model": "gpt-5.2",
+        "status": "completed",
+        "output": [{"type": "message", "id": "msg_2", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}],
+        "usage": {"input_tokens": 320, "output_tokens": 2, "total_tokens": 322,
+                  "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}});
+    let (url, server) = upstream(vec![compacted, answer]);
+    let dir = TempDir::new().unwrap();
+    let log = dir.path().join("rec.db");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxlens"))
+        .args(["record", "-o"])
+        .arg(&log)
+        .args(["--listen", "127.0.0.1:0", "--openai-upstream", &url])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = (line.split("http://").nth(1))
+        .and_then(|r| r.split(',').next())
+        .unwrap()
+        .to_string();
+    let reader = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+        rest
+    });
+    let first = json!({"model": "gpt-5.2", "input": [user]});
+    assert!(post(&addr, "/v1/responses/compact", &first).contains("response.compaction"));
+    let next = json!({"model": "gpt-5.2", "store": false, "input": [user, item,
+        {"role": "user", "content": "Now what?"}]});
+    assert!(post(&addr, "/v1/responses", &next).contains("Done."));
+    // SAFETY: a signal to a child this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(
+        server.join().unwrap(),
+        ["/v1/responses/compact", "/v1/responses"]
+    );
+    let said = reader.join().unwrap();
+    assert!(said.contains("2 calls"), "{said}");
+    let log = log.to_str().unwrap();
+    // The item its answer holds is sent at the next call, from which on.
+    let project = json_of(&["project", log, "--call", "2", "--json"]);
+    let kinds: Vec<&str> = (project["context"].as_array().unwrap().iter())
+        .map(|i| i["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["compaction", "user"], "{project}");
+    assert_eq!(project["context"][0]["tokens"], 300);
+    // Its cost is the compaction's.
+    let stats = json_of(&["stats", log, "--json"]);
+    let text = stats.to_string();
+    let summarizer = stats["sessions"][0]["cost"]["compaction"]["summarizer_usd"].as_f64();
+    assert!(summarizer.is_some_and(|usd| usd > 0.0), "{text}");
+}
