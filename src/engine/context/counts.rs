@@ -104,9 +104,10 @@ impl Counts {
         let mut events = known.to_vec();
         events.extend(cache.count_texts(encoding, &texts[known.len()..]));
         // An opaque compaction item weighs what it stands for, not its line.
-        for ix in known.len()..events.len() {
-            if let Some(tokens) = crate::hosts::providers::opaque_tokens(&session.events[ix]) {
-                events[ix] = tokens;
+        let from = known.len();
+        for (count, event) in events[from..].iter_mut().zip(&session.events[from..]) {
+            if let Some(tokens) = crate::hosts::providers::opaque_tokens(event) {
+                *count = tokens;
             }
         }
         let raw_before = std::iter::once(0)
