@@ -350,7 +350,12 @@ pub fn session(
         // its usage lists beside the call's (Anthropic's usage.iterations).
         let summarized = compaction_iterations(call).map_or(0.0, |t| rates.dollars(t));
         total.compaction.summarizer_usd += summarized;
-        let usd = rates.dollars(tokens) + summarized;
+        let mut usd = rates.dollars(tokens);
+        // A call that is a compaction by itself (OpenAI's `/responses/compact`).
+        if is_compaction_call(call) {
+            total.compaction.summarizer_usd += usd;
+        }
+        usd += summarized;
         // What the call did not read from the cache.
         let written = tokens.written + tokens.fresh;
         if replay.compacted {
@@ -397,6 +402,13 @@ pub fn session(
     c.net_saved_usd = c.kept_out_usd - c.rewrite_usd - c.summarizer_usd;
     total.unpriced_models = unpriced.into_iter().collect();
     (costs, total)
+}
+
+/// Whether the call's meta says it is a provider's compaction by itself.
+fn is_compaction_call(call: &ModelCall) -> bool {
+    let meta = call.meta.as_deref();
+    let meta = meta.and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok());
+    meta.is_some_and(|m| m[crate::import::api::COMPACTION_CALL] == true)
 }
 
 /// The tokens of the compaction iterations the call's meta keeps (its

@@ -89,6 +89,24 @@ pub enum Difference {
     Unreadable { message: String },
 }
 
+impl Difference {
+    /// A `provider_edits` difference in words: `provider's EDIT: recorded
+    /// N cleared, projected M`.
+    pub fn provider_edit_words(&self) -> Option<String> {
+        match self {
+            Difference::ProviderEdits {
+                edit,
+                recorded,
+                projected,
+                ..
+            } => Some(format!(
+                "provider's {edit}: recorded {recorded} cleared, projected {projected}"
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// How many differences a call lists; the rest are only counted, so a log
 /// whose every call differs in thousands of events still replays in memory.
 pub const MAX_DIFFERENCES: usize = 100;
@@ -114,7 +132,8 @@ pub struct Replay {
 pub struct Compaction {
     pub session: String,
     /// The first call after the host's compaction: its marker, or a new
-    /// summary in force without one.
+    /// summary in force without one; for a provider's compaction, the call
+    /// whose answer holds its block.
     pub host_call: Option<i64>,
     /// A call at which the projection compacted.
     pub predicted_call: Option<i64>,
@@ -180,7 +199,13 @@ pub fn paired(session: &SessionLog, replayed: &[CallReplay]) -> Vec<Compaction> 
         let manual = marker.meta.as_deref().is_some_and(|m| {
             serde_json::from_str::<serde_json::Value>(m).is_ok_and(|m| m["auto"] == false)
         });
-        if let Some(at) = calls.iter().position(|c| c.last_seq >= marker.seq) {
+        // A provider compacts while answering a call: its block, in that
+        // answer, is first sent at the next. The compaction is the call's
+        // whose answer holds it: the last that saw only events before it.
+        let answered = crate::hosts::providers::provider_of(marker)
+            .and_then(|_| calls.iter().rposition(|c| c.last_seq < marker.seq));
+        let first_after = || calls.iter().position(|c| c.last_seq >= marker.seq);
+        if let Some(at) = answered.or_else(first_after) {
             host.push((at, if manual { "manual" } else { "auto" }));
         }
     }
@@ -423,12 +448,7 @@ pub fn compare(
         });
     }
     // What the provider did to the request the record holds before it.
-    let by_provider = |seq: Option<i64>| {
-        let ix = seq.and_then(|seq| session.index_of(seq));
-        let slot = ix.and_then(|ix| projected.slots.get(ix));
-        slot.and_then(|s| s.reducer)
-            .is_some_and(|r| r.by_provider())
-    };
+    let by_provider = |seq: Option<i64>| by_provider(projected, seq);
     if let Some(policy) = policy.filter(|p| crate::engine::presets::of(p.preset).server) {
         differences.extend(super::edits::differences(call, projected, policy));
     }
@@ -459,11 +479,11 @@ pub fn compare(
         };
         match sent {
             Some(Ok(sent)) => {
-                let mut changes = record::compare(
+                let changes = record_changes(
+                    projected,
                     &record_messages(session, &sent),
                     &projected.messages(policy),
                 );
-                changes.retain(|c| !by_provider(c.seq));
                 record_differences = Some(changes.len());
                 total += changes.len();
                 let room = MAX_DIFFERENCES.saturating_sub(differences.len());
@@ -605,6 +625,29 @@ fn action_name(action: &str) -> Cow<'static, str> {
     }
 }
 
+/// Whether the projection's disposition of the event of `seq` is the
+/// provider's own edit of the request (context editing, a provider's
+/// compaction): the record holds the request before it, so it is no
+/// difference.
+pub fn by_provider(projected: &Projected, seq: Option<i64>) -> bool {
+    let ix = seq.and_then(|seq| projected.session.index_of(seq));
+    let slot = ix.and_then(|ix| projected.slots.get(ix));
+    slot.and_then(|s| s.reducer)
+        .is_some_and(|r| r.by_provider())
+}
+
+/// Where the `recorded` messages and the `sent` ones of `projected` differ
+/// (`record::compare`), but for the provider's own edits (`by_provider`).
+pub fn record_changes(
+    projected: &Projected,
+    recorded: &[Message],
+    sent: &[Message],
+) -> Vec<record::Change> {
+    let mut changes = record::compare(recorded, sent);
+    changes.retain(|c| !by_provider(projected, c.seq));
+    changes
+}
+
 /// The messages of a record as `record::compare` takes them.
 pub fn record_messages(session: &SessionLog, sent: &Sent) -> Vec<Message> {
     sent.events
@@ -612,7 +655,7 @@ pub fn record_messages(session: &SessionLog, sent: &Sent) -> Vec<Message> {
         .zip(&sent.found)
         .map(|(e, found)| {
             let seq = found.index().map(|ix| session.events[ix].seq);
-            Message::new(e.kind.role(), &e.content.get(), seq)
+            Message::new(crate::hosts::providers::role(e), &e.content.get(), seq)
         })
         .collect()
 }

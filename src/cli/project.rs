@@ -160,7 +160,8 @@ fn print_text(p: &Projection, preset: &str, source: &str, calibrated: Option<u64
     let changed: Vec<_> = p.events.iter().filter(|r| r.reducer.is_some()).collect();
     if !changed.is_empty() {
         say!();
-        say!("not verbatim ({} events):", changed.len());
+        let n = changed.len();
+        say!("not verbatim ({n} event{}):", if n == 1 { "" } else { "s" });
         // Neighbours with the same disposition and reason print as one range.
         let mut runs: Vec<(i64, i64, &crate::engine::Row)> = Vec::new();
         for row in changed {

@@ -152,14 +152,7 @@ fn describe(differences: &[Difference], total: usize, rendered: Option<usize>) -
                 projected.map_or("none".into(), |v| format!("v{v}"))
             )),
             Difference::Unreadable { message } => words.push(escape_line(message).into_owned()),
-            Difference::ProviderEdits {
-                edit,
-                recorded,
-                projected,
-                ..
-            } => words.push(format!(
-                "provider's {edit}: recorded {recorded} cleared, projected {projected}"
-            )),
+            Difference::ProviderEdits { .. } => words.extend(d.provider_edit_words()),
             Difference::Eviction { .. } | Difference::Rendered { .. } => {}
         }
     }

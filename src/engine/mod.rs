@@ -185,6 +185,9 @@ pub struct Projected<'a> {
     pub needs_summary: Option<Span>,
     /// Tokens of the events before the summary reducer ran: what compaction started from.
     pub before_summary: u64,
+    /// Whether the compaction fired here takes effect only at the next call
+    /// (see `Context::deferred`).
+    pub deferred: bool,
     /// Shared with the incremental path, which takes it up at the next call.
     pub order: Arc<Vec<ItemRef>>,
     /// Tokens of each entry of `order`.
@@ -300,10 +303,11 @@ impl<'a> Projected<'a> {
     }
 
     /// Whether a compaction at this call left the context at 95% or more of
-    /// what it was: the loop other tools' users hit.
+    /// what it was: the loop other tools' users hit. A compaction that takes
+    /// effect only at the next call (`deferred`) is measured there.
     pub fn made_no_progress(&self) -> bool {
         let after = self.total_tokens - self.injected;
-        self.compacted && after * 100 >= self.before_summary * 95
+        self.compacted && !self.deferred && after * 100 >= self.before_summary * 95
     }
 
     /// Tokens of the longest common prefix with `previous`'s context: what a

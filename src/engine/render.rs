@@ -144,7 +144,7 @@ impl Projected<'_> {
                         })
                         .into_owned();
                     Item {
-                        role: e.kind.role(),
+                        role: crate::hosts::providers::role(e),
                         kind: e.kind.as_str(),
                         seqs: vec![e.seq],
                         call_id: e.call_id.as_deref().map(str::to_string),
@@ -164,7 +164,7 @@ impl Projected<'_> {
                     let e = &sent.events[at];
                     let summary = sent.summary.as_ref().is_some_and(|s| s.contains(&at));
                     Item {
-                        role: e.kind.role(),
+                        role: crate::hosts::providers::role(e),
                         kind: if summary { "summary" } else { e.kind.as_str() },
                         seqs: if summary {
                             self.covered_seqs()

@@ -32,11 +32,58 @@ pub fn provider_of(event: &Event) -> Option<String> {
     meta[KEY].as_str().map(str::to_string)
 }
 
+/// The role `event` is sent with: an Anthropic compaction block is sent
+/// in the assistant's message that answered with it; any other event with
+/// its kind's.
+pub fn role(event: &Event) -> &'static str {
+    match event.kind == Kind::Compaction && is_item(event, ANTHROPIC) {
+        true => "assistant",
+        false => event.kind.role(),
+    }
+}
+
+/// The meta key of the tokens an opaque compaction item is taken to weigh.
+pub const TOKENS: &str = "tokens";
+
+/// The meta of OpenAI's opaque compaction item whose encrypted content is
+/// `encrypted`: its provider and its estimated size.
+pub fn opaque_meta(encrypted: &str) -> Value {
+    json!({ KEY: OPENAI, TOKENS: opaque_size(encrypted) })
+}
+
+/// About how many tokens an opaque item's encrypted content takes
+/// (characters / 4).
+fn opaque_size(encrypted: &str) -> usize {
+    encrypted.len().div_ceil(4)
+}
+
+/// The tokens an opaque compaction item weighs: its estimated size, not
+/// its line's (the line only stands for it). From its meta, or, for a log
+/// written before the meta held it, its line.
+pub fn opaque_tokens(event: &Event) -> Option<u32> {
+    if event.kind != Kind::Compaction {
+        return None;
+    }
+    let meta: Value = serde_json::from_str(event.meta.as_deref()?).ok()?;
+    if meta[KEY] != OPENAI {
+        return None;
+    }
+    let tokens = match meta[TOKENS].as_u64() {
+        Some(tokens) => tokens,
+        None => {
+            let text = event.content.get();
+            let rest = text.strip_prefix("compacted (opaque): about ")?;
+            rest.strip_suffix(" tokens")?.parse().ok()?
+        }
+    };
+    Some(u32::try_from(tokens).unwrap_or(u32::MAX))
+}
+
 /// The line an opaque compaction item is shown as: what it is, and about
 /// how many tokens its encrypted content takes (characters / 4).
 pub fn opaque(encrypted: &str) -> String {
     format!(
         "compacted (opaque): about {} tokens",
-        encrypted.len().div_ceil(4)
+        opaque_size(encrypted)
     )
 }

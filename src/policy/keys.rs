@@ -116,9 +116,21 @@ impl Preset {
         table.is_empty()
             || table == "budget"
             || table == "cost"
-            || (table == "pin" && self != Preset::Recorded)
+            || (table == "pin" && self.takes_pins())
             || table == self.name()
             || self.tables().contains(&table)
+    }
+
+    /// Whether the policy's pins apply: not to the record, nor to a
+    /// provider's edit of the request, which knows nothing of them.
+    fn takes_pins(self) -> bool {
+        !matches!(
+            self,
+            Preset::Recorded
+                | Preset::AnthropicContextEditing
+                | Preset::AnthropicCompaction
+                | Preset::OpenaiCompaction
+        )
     }
 
     /// The policy tables it reads besides `budget`, `cost`, `pin` and its own.

@@ -156,7 +156,7 @@ fn format_of(path: &str) -> Option<Format> {
     let path = path.split('?').next().unwrap_or("");
     if path.ends_with("/chat/completions") {
         Some(Format::OpenaiChat)
-    } else if path.ends_with("/responses") {
+    } else if path.ends_with("/responses") || path.ends_with("/responses/compact") {
         Some(Format::OpenaiResponses)
     } else if path.ends_with("/messages") {
         Some(Format::Anthropic)

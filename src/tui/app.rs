@@ -26,7 +26,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::analysis::cost::{CallCost, Prices, SessionCost};
-use crate::analysis::replay::{CallReplay, Compaction, compare, record_messages};
+use crate::analysis::replay::{
+    CallReplay, Compaction, by_provider, compare, record_changes, record_messages,
+};
 use crate::analysis::why::{Fact, Trace};
 use crate::analysis::{PolicyChoice, ProjectionCache, project_call};
 use crate::engine::{At, CallError, Counts, ItemRef, PreTrim, Slot, Span, Stand, sent_text};
@@ -153,6 +155,9 @@ pub struct CallView {
     pub injections: Vec<Injection>,
     pub matches_record: bool,
     pub differences: usize,
+    /// Where the provider reported editing the request otherwise than the
+    /// projection does (replay's `provider_edits`), in words.
+    pub provider_edits: Vec<String>,
     /// Per event the call saw: whether the audit record disposed of it otherwise.
     pub differs: Vec<bool>,
     /// The call's record, where the pane shows it rather than the projection.
@@ -524,7 +529,7 @@ impl App {
                         match crate::import::api::sent(call, session.seen_by(call), summary) {
                             Some(Ok(sent)) => {
                                 let recorded = record_messages(session, &sent);
-                                let changes = crate::record::compare(&recorded, &projected);
+                                let changes = record_changes(&p, &recorded, &projected);
                                 RecordDiff {
                                     recorded,
                                     projected,
@@ -565,6 +570,10 @@ impl App {
                         .iter()
                         .zip(&session.events)
                         .map(|(slot, e)| {
+                            // The provider's edits are not the client's.
+                            if by_provider(&p, Some(e.seq)) {
+                                return false;
+                            }
                             let was = recorded.get(&e.seq).map_or("verbatim", String::as_str);
                             let now = match slot.status.as_str() {
                                 "pinned" => "verbatim",
@@ -594,6 +603,9 @@ impl App {
                         errors: p.errors,
                         injections: p.injections,
                         matches_record: replay.matches_record,
+                        provider_edits: (replay.differences.iter())
+                            .filter_map(|d| d.provider_edit_words())
+                            .collect(),
                         differences: replay.differences_total,
                         differs,
                         sent: p.sent,

@@ -39,6 +39,7 @@ mod log;
 mod opencode;
 mod policy;
 mod presets;
+mod provider_edits;
 mod providers;
 mod record;
 mod record_faults;

@@ -242,8 +242,12 @@ fn replay_of_anthropic_compaction_drops_everything_before_the_block() {
         (0, Some(0)),
         "{replay}"
     );
-    assert_eq!(replay["compactions"][0]["host_call"], 3);
+    // The provider compacted while answering the second call; the
+    // projection, whose trigger the small requests never cross, sees it
+    // only when the block comes back at the third.
+    assert_eq!(replay["compactions"][0]["host_call"], 2);
     assert_eq!(replay["compactions"][0]["predicted_call"], 3);
+    assert_eq!(replay["compactions"][0]["offset"], 1);
     let (_, project) = json_of(&["project", &log, "--call", "3", "--json"]);
     for seq in [2, 3, 4] {
         assert_eq!(
@@ -322,16 +326,24 @@ fn a_compaction_is_predicted_where_the_trigger_is_crossed() {
         "{replay}"
     );
     assert_eq!(replay["diverging"], 0);
-    // The host's compaction is the first call after its block: the
-    // prediction comes one call before it.
+    // The host's compaction is the call whose answer holds the block: the
+    // prediction is right on it.
     let compactions = &replay["compactions"][0];
     assert_eq!(
         (
             compactions["host_call"].as_i64(),
-            compactions["predicted_call"].as_i64()
+            compactions["predicted_call"].as_i64(),
+            compactions["offset"].as_i64()
         ),
-        (Some(3), Some(2))
+        (Some(2), Some(2), Some(0))
     );
+    // The trigger call's compaction takes effect at the next call: it is
+    // no compaction that made no progress.
+    assert_eq!(calls[1]["no_progress"], false, "{replay}");
+    assert_eq!(replay["no_progress"], 0);
+    let (_, text) = run(&["replay", &log, "--set", "budget.calibrate=\"off\""]);
+    assert!(!text.contains("no progress"), "{text}");
+    assert!(text.contains("host → predicted: 2 → 2 (+0)"), "{text}");
     let (_, third) = json_of(&["project", &log, "--call", "3", "--json"]);
     assert_eq!(disposition(&third, 4).0, "dropped");
     // A higher trigger predicts nothing; one below the minimum is refused.

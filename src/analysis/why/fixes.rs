@@ -9,8 +9,8 @@ use super::matcher::{Group, Matcher, frequencies};
 use super::trace::state_at;
 use super::{Fix, Stretch};
 use crate::analysis::{PolicyChoice, ProjectionCache, each_call};
-use crate::model::{Kind, SessionLog};
-use crate::policy::Preset;
+use crate::model::{Kind, ModelCall, SessionLog};
+use crate::policy::{Policy, Preset};
 
 /// Every candidate change that closes every stretch of forgetting (each
 /// call of each stretch has the fact, and the last call does not lack it),
@@ -59,10 +59,69 @@ pub(super) fn fixes(
     let Some((_, before)) = at_last(choice, cache) else {
         return Vec::new();
     };
+    let design = crate::engine::presets::of(base.preset);
+    let candidates = if design.server {
+        provider_candidates(session, holders, last, &base)
+    } else {
+        client_candidates(session, matcher, holders, last, &base, design.pins)
+    };
+    // Each checked on its own core, with the counts made so far.
+    let checked: Vec<Option<(bool, u64)>> = candidates
+        .par_iter()
+        .map_init(
+            || cache.fork(),
+            |cache, sets| {
+                let mut trial = choice.clone();
+                trial.sets.extend(sets.iter().cloned());
+                at_last(&trial, cache)
+            },
+        )
+        .collect();
+    let mut fixes: Vec<Fix> = Vec::new();
+    for (sets, checked) in candidates.into_iter().zip(checked) {
+        let Some((true, after)) = checked else {
+            continue;
+        };
+        let host_setting = host_setting(base.preset, &sets);
+        fixes.push(Fix {
+            set: sets,
+            extra_tokens: after as i64 - before as i64,
+            verified: true,
+            host_setting,
+        });
+        // Larger windows or triggers after the first that works only cost more.
+        let key = |f: &Fix| f.set[0].split('=').next().unwrap_or("").to_string();
+        let doubled = |k: &str| {
+            k == "budget.context_window"
+                || k.ends_with(".trigger")
+                || k.ends_with(".compact_threshold")
+        };
+        let this = fixes.last().map(key).unwrap_or_default();
+        if doubled(&this) && fixes.iter().filter(|f| key(f) == this).count() > 1 {
+            fixes.pop();
+        }
+    }
+    fixes.sort_by_key(|f| f.extra_tokens);
+    fixes
+}
+
+/// The changes of the client's own policy that could keep the fact: pins
+/// (where the preset applies them), the tool's results, the window, the
+/// preset, a larger context window.
+fn client_candidates(
+    session: &SessionLog,
+    matcher: &Matcher,
+    holders: &[usize],
+    last: &ModelCall,
+    base: &Policy,
+    pins: bool,
+) -> Vec<Vec<String>> {
     let first = &session.events[holders[0]];
     let mut candidates: Vec<Vec<String>> = Vec::new();
     // Pins: the fact's rarest term, and its events.
-    if let Some(term) = matcher.groups.iter().find_map(|g| match g {
+    if !pins {
+        // The preset never honours them.
+    } else if let Some(term) = matcher.groups.iter().find_map(|g| match g {
         Group::Terms { terms, .. } => {
             let short: Vec<String> = terms.iter().filter(|t| t.len() <= 60).cloned().collect();
             let held = frequencies(session, &short);
@@ -82,7 +141,9 @@ pub(super) fn fixes(
         .take(3)
         .map(|&ix| session.events[ix].seq.to_string())
         .collect();
-    candidates.push(vec![format!("pin.seqs=[{}]", seqs.join(", "))]);
+    if pins {
+        candidates.push(vec![format!("pin.seqs=[{}]", seqs.join(", "))]);
+    }
     if let Some(tool) = &first.tool_name {
         candidates.push(vec![format!("tool_results.tools.{tool}.never_evict=true")]);
         let age = (last.turn - first.turn).max(0) as u64;
@@ -112,42 +173,74 @@ pub(super) fn fixes(
         }
         candidates.push(sets);
     }
-    // Each checked on its own core, with the counts made so far.
-    let checked: Vec<Option<(bool, u64)>> = candidates
-        .par_iter()
-        .map_init(
-            || cache.fork(),
-            |cache, sets| {
-                let mut trial = choice.clone();
-                trial.sets.extend(sets.iter().cloned());
-                at_last(&trial, cache)
-            },
-        )
-        .collect();
-    let mut fixes: Vec<Fix> = Vec::new();
-    for (sets, checked) in candidates.into_iter().zip(checked) {
-        let Some((true, after)) = checked else {
-            continue;
-        };
-        let host_setting = host_setting(base.preset, &sets);
-        fixes.push(Fix {
-            set: sets,
-            extra_tokens: after as i64 - before as i64,
-            verified: true,
-            host_setting,
-        });
-        // Larger windows after the first that works only cost more.
-        if fixes
-            .iter()
-            .filter(|f| f.set[0].starts_with("budget.context_window"))
-            .count()
-            > 1
-        {
-            fixes.pop();
+    candidates
+}
+
+/// The provider's own keys that could keep a fact its edit of the request
+/// lost (pins it never honours): for context editing, more tool uses kept,
+/// the lost result's tool excluded, a higher trigger, all thinking kept;
+/// for a provider's compaction, a higher trigger.
+fn provider_candidates(
+    session: &SessionLog,
+    holders: &[usize],
+    last: &ModelCall,
+    base: &Policy,
+) -> Vec<Vec<String>> {
+    let first = &session.events[holders[0]];
+    let higher = |key: &str, from: u64| -> Vec<Vec<String>> {
+        (1..=4)
+            .map(|n| vec![format!("{key}={}", from.max(1).saturating_mul(1 << n))])
+            .collect()
+    };
+    let mut candidates: Vec<Vec<String>> = Vec::new();
+    match base.preset {
+        Preset::AnthropicContextEditing => {
+            let x = &base.anthropic_context_editing;
+            let key = "anthropic-context-editing";
+            // Enough tool uses kept to reach back to the oldest holder's.
+            let seen = session.seen_by(last).len();
+            let from = holders
+                .iter()
+                .map(|&ix| session.partner_of(ix).map_or(ix, |p| p.min(ix)))
+                .min()
+                .unwrap_or(0);
+            let uses = (from..seen)
+                .filter(|&ix| session.events[ix].kind == Kind::ToolCall)
+                .count() as u64;
+            if uses > x.keep {
+                candidates.push(vec![format!("{key}.keep={uses}")]);
+            }
+            let tools: Vec<&str> = (holders.iter())
+                .filter_map(|&ix| session.events[ix].tool_name.as_deref())
+                .collect();
+            if let Some(tool) = tools
+                .first()
+                .filter(|t| !x.exclude_tools.iter().any(|e| e == *t))
+            {
+                let mut excluded: Vec<String> =
+                    x.exclude_tools.iter().map(|t| toml_string(t)).collect();
+                excluded.push(toml_string(tool));
+                candidates.push(vec![format!(
+                    "{key}.exclude_tools=[{}]",
+                    excluded.join(", ")
+                )]);
+            }
+            candidates.extend(higher(&format!("{key}.trigger"), x.trigger));
+            if first.kind == Kind::Reasoning && x.keep_thinking_turns > 0 {
+                candidates.push(vec![format!("{key}.keep_thinking_turns=0")]);
+            }
         }
+        Preset::AnthropicCompaction => {
+            let trigger = base.anthropic_compaction.trigger;
+            candidates.extend(higher("anthropic-compaction.trigger", trigger));
+        }
+        Preset::OpenaiCompaction => {
+            let threshold = base.openai_compaction.compact_threshold;
+            candidates.extend(higher("openai-compaction.compact_threshold", threshold));
+        }
+        _ => {}
     }
-    fixes.sort_by_key(|f| f.extra_tokens);
-    fixes
+    candidates
 }
 
 impl Fix {

@@ -103,6 +103,13 @@ impl Counts {
         let known = &known[..known.len().min(texts.len())];
         let mut events = known.to_vec();
         events.extend(cache.count_texts(encoding, &texts[known.len()..]));
+        // An opaque compaction item weighs what it stands for, not its line.
+        let from = known.len();
+        for (count, event) in events[from..].iter_mut().zip(&session.events[from..]) {
+            if let Some(tokens) = crate::hosts::providers::opaque_tokens(event) {
+                *count = tokens;
+            }
+        }
         let raw_before = std::iter::once(0)
             .chain(events.iter().scan(0u64, |sum, &n| {
                 *sum += u64::from(n);

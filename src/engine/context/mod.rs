@@ -54,6 +54,10 @@ pub struct Context<'a> {
     pub before_summary: u64,
     /// Whether any event is never_evict, so pinning needs looking at.
     pub never_evict: bool,
+    /// Whether what fired at this call compacts only while the call is
+    /// answered, taking effect at the next call (a provider's server-side
+    /// compaction): its progress is measured there.
+    pub deferred: bool,
     /// Text the engine made for the stand item (see `Projected::made_text`).
     pub made_text: Option<String>,
     /// What a preset puts around the item standing for the oldest span.
@@ -121,6 +125,7 @@ impl<'a> Context<'a> {
             errors: Vec::new(),
             before_summary: 0,
             never_evict: false,
+            deferred: false,
             made_text: None,
             around: Around::default(),
             sent: None,

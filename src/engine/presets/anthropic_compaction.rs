@@ -53,6 +53,7 @@ pub(super) fn compact<'a>(
             state.split = Some(span);
         }
     };
+    let mut by_block = false;
     let item = (first..n)
         .rev()
         .find(|&ix| providers::is_item(&ctx.events[ix], provider));
@@ -70,6 +71,7 @@ pub(super) fn compact<'a>(
             from_seq: ctx.events[first].seq,
             to_seq: ctx.events[item - 1].seq,
         };
+        by_block = state.split.is_none_or(|s| s.to_seq < span.to_seq);
         moved(span, "compaction", state);
     }
     if n > first && budget.provider(ctx.event_tokens()) > trigger {
@@ -77,7 +79,11 @@ pub(super) fn compact<'a>(
             from_seq: ctx.events[first].seq,
             to_seq: ctx.events[n - 1].seq,
         };
+        // The provider compacts while answering: its block takes effect
+        // at the next call, where the compaction is measured.
+        let before = state.split;
         moved(span, "trigger", state);
+        ctx.deferred = state.split != before && !by_block;
     }
     ctx
 }

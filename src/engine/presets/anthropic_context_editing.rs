@@ -35,48 +35,57 @@ pub fn project<'a>(
     // Each request is edited from its own full history.
     ctx.redo_from(0);
     ctx.before_summary = ctx.raw_total();
-    if x.clear_thinking && x.keep_thinking_turns > 0 {
-        clear_thinking(&mut ctx, x);
-    }
+    let thinking = if x.clear_thinking && x.keep_thinking_turns > 0 {
+        clear_thinking(&mut ctx, x)
+    } else {
+        Vec::new()
+    };
     let cleared = if x.clear_tool_uses {
         clear_tool_uses(&mut ctx, budget, x)
     } else {
         Vec::new()
     };
-    // A clearing is news (a compaction) when it cleared a result the call
-    // before sent whole; what stays cleared keeps the call that first did.
+    // A clearing is news (a compaction) when it cleared a result or a
+    // thinking block the call before sent whole; what stays cleared keeps
+    // the call that first did.
     let before = Arc::clone(&state.pruned);
     let known = |seq: i64| before.binary_search_by_key(&seq, |p| p.0).ok();
-    let now: Vec<(i64, i64)> = cleared
-        .iter()
-        .map(|&seq| known(seq).map_or((seq, ctx.call.id), |at| before[at]))
-        .collect();
-    if now.iter().any(|&(seq, _)| known(seq).is_none()) {
+    if thinking.iter().any(|&seq| known(seq).is_none()) {
+        fired.push("clear_thinking");
+    }
+    if cleared.iter().any(|&seq| known(seq).is_none()) {
         fired.push("clear_tool_uses");
     }
+    let mut now: Vec<(i64, i64)> = (thinking.iter().chain(&cleared))
+        .map(|&seq| known(seq).map_or((seq, ctx.call.id), |at| before[at]))
+        .collect();
+    now.sort_unstable();
     state.pruned = Arc::new(now);
     ctx
 }
 
 /// Drops the thinking of every turn with thinking but the newest
-/// `keep_thinking_turns`.
-fn clear_thinking(ctx: &mut Context, x: &AnthropicContextEditing) {
+/// `keep_thinking_turns`: the seqs dropped, in order.
+fn clear_thinking(ctx: &mut Context, x: &AnthropicContextEditing) -> Vec<i64> {
     let thinking: Vec<usize> = (0..ctx.events.len())
         .filter(|&ix| ctx.events[ix].kind == Kind::Reasoning)
         .collect();
     let mut turns: Vec<i64> = thinking.iter().map(|&ix| ctx.events[ix].turn).collect();
     turns.dedup();
     let Some(&oldest_kept) = turns.iter().rev().nth(x.keep_thinking_turns as usize - 1) else {
-        return;
+        return Vec::new();
     };
     let why = Why::ProviderThinking {
         keep: x.keep_thinking_turns.into(),
     };
+    let mut dropped = Vec::new();
     for ix in thinking {
         if ctx.events[ix].turn < oldest_kept {
             ctx.set(ix, Status::Dropped, ReducerName::ContextEditing, why, 0);
+            dropped.push(ctx.events[ix].seq);
         }
     }
+    dropped
 }
 
 /// Clears the tool uses `clear_tool_uses_20250919` clears, if the prompt

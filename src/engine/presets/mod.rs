@@ -52,7 +52,8 @@ pub struct Design {
     /// Whether a trigger it fires is a compaction by itself (it cut
     /// something), besides a new summary or block.
     pub cuts: bool,
-    /// Whether the policy's pins apply.
+    /// Whether the policy's pins apply: not to a provider's edit, which
+    /// knows nothing of them.
     pub pins: bool,
     /// Whether it is a provider's edit of the request, server-side: the
     /// call's record is the request before it, and the provider reports
@@ -102,6 +103,7 @@ pub const DESIGNS: [Design; 16] = [
     },
     Design {
         cuts: true,
+        pins: false,
         server: true,
         ..design(
             Preset::AnthropicContextEditing,
@@ -110,11 +112,13 @@ pub const DESIGNS: [Design; 16] = [
     },
     Design {
         cuts: true,
+        pins: false,
         server: true,
         ..design(Preset::AnthropicCompaction, anthropic_compaction::project)
     },
     Design {
         cuts: true,
+        pins: false,
         server: true,
         ..design(Preset::OpenaiCompaction, openai_compaction::project)
     },

@@ -216,6 +216,7 @@ pub fn layout<'a>(ctx: Context<'a>, budget: Budget, laid: &mut Laid) -> Projecte
         stand: ctx.stand,
         needs_summary: ctx.needs_summary,
         before_summary: ctx.before_summary,
+        deferred: ctx.deferred,
         order: Arc::clone(&laid.order),
         order_tokens: Arc::clone(&laid.tokens),
         reused,

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use super::{Format, Import, rfc3339};
 use stream::reassemble;
 
+pub use provider::COMPACTION_CALL;
 pub(crate) use request::messages_of;
 pub use request::{record_events, sent};
 pub(crate) use step::step;

@@ -103,6 +103,10 @@ pub(super) fn policy(format: Format, request: &Value) -> Option<String> {
     )
 }
 
+/// The meta key of a call that is a provider's compaction by itself (its
+/// usage is the compaction's).
+pub const COMPACTION_CALL: &str = "compaction_call";
+
 /// What a response says of the provider's edits and of the iterations its
 /// usage was made of, as the call's meta; `None` when it says neither.
 pub(super) fn meta(response: Option<&Value>) -> Option<String> {
@@ -113,6 +117,10 @@ pub(super) fn meta(response: Option<&Value>) -> Option<String> {
     }
     if let Some(iterations) = response["usage"]["iterations"].as_array() {
         meta.insert("iterations".into(), Value::Array(iterations.clone()));
+    }
+    // OpenAI's standalone `/responses/compact`: the whole call compacts.
+    if response["object"] == "response.compaction" {
+        meta.insert(COMPACTION_CALL.into(), Value::Bool(true));
     }
     (!meta.is_empty()).then(|| Value::Object(meta).to_string())
 }

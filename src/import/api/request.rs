@@ -160,7 +160,7 @@ impl Converter {
             Some("compaction") => {
                 // Opaque: what it holds is encrypted.
                 let encrypted = item["encrypted_content"].as_str().unwrap_or("");
-                let meta = providers::meta(providers::OPENAI);
+                let meta = providers::opaque_meta(encrypted);
                 let text = providers::opaque(encrypted);
                 draft.push(Kind::Compaction, ts, text, EventExtra::meta(meta));
             }

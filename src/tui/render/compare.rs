@@ -149,6 +149,14 @@ pub(super) fn draw_differences(frame: &mut Frame, app: &App, top: usize, theme: 
             " they match: every message, role and text (ends trimmed, JSON keys in order)",
         ));
     }
+    // The record is the request before the provider's edits, which are
+    // left out above; what the provider reported it edited is compared.
+    for edit in &view.provider_edits {
+        lines.push(
+            Line::from(fit(&format!(" {}", display::escape_line(edit)), "", width))
+                .add_modifier(Modifier::BOLD),
+        );
+    }
     let excerpt = |m: Option<&crate::record::Message>| {
         m.map_or("-".to_string(), |m| {
             format!("{}: {}", m.role, first_line(&m.text))
@@ -196,8 +204,13 @@ pub(super) fn draw_differences(frame: &mut Frame, app: &App, top: usize, theme: 
     }
     let block = pane_block(
         format!(
-            " record against projection · {} differences ",
-            diff.changes.len()
+            " record against projection · {} difference{} ",
+            diff.changes.len() + view.provider_edits.len(),
+            if diff.changes.len() + view.provider_edits.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
         ),
         true,
         theme,

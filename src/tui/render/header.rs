@@ -134,8 +134,16 @@ pub(super) fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     theme.fg(Color::Green),
                 ));
             } else {
+                let n = view.differences;
+                let edits = match view.provider_edits.is_empty() {
+                    true => String::new(),
+                    false => format!(" ({})", view.provider_edits.join("; ")),
+                };
                 second.push(Span::styled(
-                    format!(" · ✗ {} differences from the record", view.differences),
+                    format!(
+                        " · ✗ {n} difference{} from the record{edits}",
+                        if n == 1 { "" } else { "s" }
+                    ),
                     theme.fg(Color::Yellow),
                 ));
             }
