@@ -21,7 +21,8 @@ use crate::model::{Kind, SessionLog};
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Key {
     Call(String, String),
-    Path(String),
+    /// A file, and what else the call asked of it (a range, a pattern).
+    Path(String, String),
     Url(String),
     Command(String),
 }
@@ -35,10 +36,15 @@ fn keys(tool: &str, input: &str) -> Vec<Key> {
     let field = |names: &[&str]| names.iter().find_map(|n| args.get(*n)).cloned();
     // Writing a file again is no re-read; reading the file or page again is.
     if !writes(tool) {
-        if let Some(Value::String(path)) =
-            field(&["file_path", "path", "filePath", "filename", "notebook_path"])
-        {
-            keys.push(Key::Path(path));
+        const PATHS: [&str; 5] = ["file_path", "path", "filePath", "filename", "notebook_path"];
+        // What only describes the call, not what it reads.
+        const SAYS: [&str; 4] = ["description", "timeout", "explanation", "reason"];
+        if let Some(Value::String(path)) = field(&PATHS) {
+            let rest: serde_json::Map<String, Value> = (args.iter())
+                .filter(|(k, _)| !PATHS.contains(&k.as_str()) && !SAYS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            keys.push(Key::Path(path, Value::Object(rest).to_string()));
         }
         if let Some(Value::String(url)) = field(&["url", "uri"]) {
             keys.push(Key::Url(url));
