@@ -343,6 +343,16 @@ struct PolicyArgs {
     sets: Vec<String>,
 }
 
+/// The policy file the inspector projects with: the one given, else the
+/// configuration's default, if it names one.
+fn policy_file(given: Option<&std::path::Path>) -> Option<&std::path::Path> {
+    given.or_else(|| {
+        ctxlens::config::get()
+            .ok()
+            .and_then(|c| c.policy.file.as_deref())
+    })
+}
+
 fn main() -> ExitCode {
     // Die quietly when the reader of our output goes away (`ctxlens replay LOG | head`),
     // as command-line tools do, instead of failing to print.
@@ -527,20 +537,11 @@ fn main() -> ExitCode {
         (None, Some(log))
             if log.exists() && !ctxlens::open::is_log(&log) && looks_importable(&log) =>
         {
-            ctxlens::open::transcript(&log, args.follow)
-                .and_then(|cached| inspect(&cached, &log, args.follow, args.policy.as_deref()))
+            ctxlens::open::transcript(&log, args.follow).and_then(|cached| {
+                inspect(&cached, &log, args.follow, policy_file(args.policy.as_deref()))
+            })
         }
-        (None, Some(log)) => {
-            let configured = ctxlens::config::get()
-                .ok()
-                .and_then(|c| c.policy.file.as_deref());
-            inspect(
-                &log,
-                &log,
-                args.follow,
-                args.policy.as_deref().or(configured),
-            )
-        }
+        (None, Some(log)) => inspect(&log, &log, args.follow, policy_file(args.policy.as_deref())),
         (
             Some(Command::Import {
                 format,
