@@ -30,7 +30,10 @@ impl App {
     /// j/k and the arrows, PgUp/PgDn and g/G move the selection; Enter goes
     /// to the finding's call; Esc, f or q close.
     pub(super) fn step_findings(&mut self, control: Control, sel: usize) {
-        let last = self.findings.as_ref().map_or(0, |f| f.len().saturating_sub(1));
+        let last = self
+            .findings
+            .as_ref()
+            .map_or(0, |f| f.len().saturating_sub(1));
         self.mode = match control {
             Control::Down => Mode::Findings((sel + 1).min(last)),
             Control::Up => Mode::Findings(sel.saturating_sub(1)),

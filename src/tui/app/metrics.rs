@@ -106,7 +106,11 @@ impl App {
             return;
         }
         // Another session's findings are at other calls: none until its own.
-        if self.asked.as_ref().is_none_or(|a| a.session != asked.session) {
+        if self
+            .asked
+            .as_ref()
+            .is_none_or(|a| a.session != asked.session)
+        {
             self.findings = None;
         }
         self.asked = Some(asked);

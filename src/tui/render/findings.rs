@@ -39,7 +39,10 @@ pub(super) fn draw(frame: &mut Frame, app: &App, sel: usize, theme: Theme) {
     ))
     .add_modifier(Modifier::DIM);
     let Some(found) = &app.findings else {
-        let lines = vec![head, Line::from(" looking for them beside the strip's replay…")];
+        let lines = vec![
+            head,
+            Line::from(" looking for them beside the strip's replay…"),
+        ];
         let area = centered(frame, WIDTH, room.min(4));
         frame.render_widget(Clear, area);
         let block = pane_block(" findings ".into(), true, theme);

@@ -129,7 +129,10 @@ pub(super) fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Them
         };
         rows[0].push(Span::styled(glyph.to_string(), mark(bar_style)));
         let (glyph, cache_style) = match (found, broke) {
-            (true, _) => (FINDING, theme.fg(Color::Magenta).add_modifier(Modifier::BOLD)),
+            (true, _) => (
+                FINDING,
+                theme.fg(Color::Magenta).add_modifier(Modifier::BOLD),
+            ),
             (false, true) => ("╳", theme.fg(Color::Yellow)),
             _ => ("─", theme.fg(Color::DarkGray)),
         };
