@@ -127,6 +127,7 @@ fn edit(c: &mut Criterion) {
     let mut cache = ProjectionCache::default();
     let session = log.sessions[0].id().to_string();
     ctxlens::analysis::replay::strip(&log, &session, &PolicyChoice::default(), &mut cache);
+    let prices = Arc::new(ctxlens::analysis::cost::Prices::shipped());
     let mut turns = 2;
     group.bench_function("replay every call for the strip", |b| {
         b.iter(|| {
@@ -141,6 +142,7 @@ fn edit(c: &mut Criterion) {
                     ..PolicyChoice::default()
                 },
                 cache: cache.fork(),
+                prices: Arc::clone(&prices),
             };
             job.run()
         })

@@ -36,6 +36,7 @@ pub enum Control {
     Filter,
     Message,
     Why,
+    Findings,
     Help,
     Back,
     Quit,
@@ -245,6 +246,12 @@ pub const KEYMAP: &[Binding] = &[
         "w",
         Control::Why,
         "why: trace the search (or the selected event); a panel with the verdict, holders and fixes",
+    ),
+    bind(
+        &[KeyCode::Char('f')],
+        "f",
+        Control::Findings,
+        "findings: what the log shows on its own (re-reads, dropped instructions...), by kind; j/k pick one, Enter goes to its call",
     ),
     bind(
         &[KeyCode::Char('F')],

@@ -6,10 +6,9 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{Outcome, print_json};
-use crate::analysis::cost::dollars;
-use crate::analysis::findings::{Finding, FindingKind, findings};
+use crate::analysis::findings::{Finding, FindingKind, NONE, findings, fix_line, wasted};
 use crate::analysis::{PolicyChoice, ProjectionCache};
-use crate::display::{escape_line, thousands};
+use crate::display::escape_line;
 use crate::open::load;
 use crate::say;
 
@@ -53,9 +52,7 @@ pub fn run(
 /// wasted, then the total.
 fn print(found: &[Finding], name_sessions: bool) {
     if found.is_empty() {
-        say!(
-            "no findings: nothing was read or said again after it left the context, no instruction dropped by a summary, no compaction that looped, grew or broke the cache, no broken pairing sent"
-        );
+        say!("{NONE}");
         return;
     }
     for kind in FindingKind::ALL {
@@ -71,32 +68,10 @@ fn print(found: &[Finding], name_sessions: bool) {
             };
             say!("  {session}call {}: {}", f.call, escape_line(&f.message));
             if let Some(fix) = &f.fix {
-                say!(
-                    "    avoided under --set {} ({:+} tokens at the last call{})",
-                    fix.set.join(" --set "),
-                    fix.extra_tokens,
-                    if fix.verified {
-                        ", checked"
-                    } else {
-                        ", not checked"
-                    }
-                );
+                say!("    {}", fix_line(fix));
             }
         }
     }
     let all: Vec<&Finding> = found.iter().collect();
     say!("{} findings{}", found.len(), wasted(&all));
-}
-
-/// What findings wasted, where counted: ", 1,234 tokens, $0.012 wasted".
-fn wasted(found: &[&Finding]) -> String {
-    let tokens: u64 = found.iter().filter_map(|f| f.tokens).sum();
-    let usd: f64 = found.iter().filter_map(|f| f.cost_usd).sum();
-    let counted = found.iter().any(|f| f.tokens.is_some());
-    let priced = found.iter().any(|f| f.cost_usd.is_some());
-    match (counted, priced) {
-        (false, _) => String::new(),
-        (true, false) => format!(", {} tokens wasted", thousands(tokens)),
-        (true, true) => format!(", {} tokens, {} wasted", thousands(tokens), dollars(usd)),
-    }
 }

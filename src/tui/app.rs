@@ -4,12 +4,14 @@
 //! are in a file of their own beside this one: [`normal`] (with the
 //! [`mouse`]), the prompts ([`prompt`] for search and jump, [`filter`]),
 //! [`help`], [`sessions`], [`compare`] (policies and the record's
-//! differences), [`why`] and [`message`]; the policy editor's are in
-//! `tui/editor.rs`, with its rows. The metrics strip's replays, made again
-//! on the refresh path, are in [`metrics`].
+//! differences), [`why`], [`findings`] and [`message`]; the policy editor's
+//! are in `tui/editor.rs`, with its rows. The metrics strip's replays (and
+//! the findings found beside them), made again on the refresh path, are in
+//! [`metrics`].
 
 mod compare;
 mod filter;
+mod findings;
 mod help;
 mod message;
 mod metrics;
@@ -26,6 +28,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::analysis::cost::{CallCost, Prices, SessionCost};
+use crate::analysis::findings::Finding;
 use crate::analysis::replay::{
     CallReplay, Compaction, by_provider, compare, record_changes, record_messages,
 };
@@ -77,6 +80,8 @@ pub enum Mode {
     },
     /// The last message, whole, from this line.
     Message(u16),
+    /// The findings panel, with the finding selected (in the panel's order).
+    Findings(usize),
 }
 
 impl Mode {
@@ -275,11 +280,14 @@ pub struct App {
     /// What the metrics' calls cost, each and together.
     pub cost: Option<(Vec<CallCost>, SessionCost)>,
     /// The price table, with the configuration's rates.
-    prices: Prices,
+    prices: Arc<Prices>,
     /// The same under each call's recorded policy, for comparing with an edit.
     pub recorded_metrics: Vec<CallReplay>,
     /// The host's compactions beside the metrics' (as `replay` sets them).
     pub compactions: Vec<Compaction>,
+    /// The session's findings under the strip's policy, grouped by kind as
+    /// the panel shows them; `None` until they are first found.
+    pub findings: Option<Vec<Finding>>,
     /// What the metrics were last asked for.
     asked: Option<Asked>,
     worker: Option<std::sync::mpsc::Sender<MetricsJob>>,
@@ -337,9 +345,10 @@ impl App {
             why: None,
             metrics: Vec::new(),
             cost: None,
-            prices: crate::config::prices().unwrap_or_else(|_| Prices::shipped()),
+            prices: Arc::new(crate::config::prices().unwrap_or_else(|_| Prices::shipped())),
             recorded_metrics: Vec::new(),
             compactions: Vec::new(),
+            findings: None,
             asked: None,
             worker: None,
             generation: 0,
@@ -732,6 +741,7 @@ impl App {
                 stretch,
             } => self.step_why(control, scroll, fix, stretch),
             Mode::Message(scroll) => self.step_message(control, scroll),
+            Mode::Findings(sel) => self.step_findings(control, sel),
         }
     }
 }

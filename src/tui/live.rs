@@ -22,6 +22,8 @@ pub enum Msg {
     PolicyChanged,
     /// The worker replayed every call for the metrics strip.
     Metrics(u64, Vec<crate::analysis::replay::CallReplay>),
+    /// The worker's findings, under the same policy as the replay before them.
+    Findings(u64, Vec<crate::analysis::findings::Finding>),
     /// The token counts of the session the inspector opened on.
     Counted(Box<crate::analysis::ProjectionCache>),
 }

@@ -141,6 +141,7 @@ fn event_loop(
             match msg {
                 Msg::Changed => look = true,
                 Msg::Metrics(generation, metrics) => app.receive_metrics(generation, metrics),
+                Msg::Findings(generation, found) => app.receive_findings(generation, found),
                 Msg::Counted(cache) => app.counted(*cache),
                 Msg::PolicyChanged => {
                     if let Some(path) = policy {
@@ -253,17 +254,35 @@ fn count_off_the_input_path(app: &App, tx: mpsc::Sender<Msg>) {
 }
 
 /// The worker that replays every call for the metrics strip off the input
-/// path. Only the newest request matters: older ones still queued are dropped.
+/// path, then finds the findings under the same policy. Only the newest
+/// request matters: older ones still queued are dropped, and a request that
+/// a newer one overtook during its replay is not looked at for findings.
 fn spawn_worker(tx: mpsc::Sender<Msg>) -> mpsc::Sender<app::MetricsJob> {
     let (jobs, queue) = mpsc::channel::<app::MetricsJob>();
     std::thread::spawn(move || {
-        while let Ok(first) = queue.recv() {
-            let job = queue.try_iter().last().unwrap_or(first);
+        let mut newer = None;
+        loop {
+            let first = match newer.take() {
+                Some(job) => job,
+                None => match queue.recv() {
+                    Ok(job) => job,
+                    Err(_) => break,
+                },
+            };
+            let mut job = queue.try_iter().last().unwrap_or(first);
             let generation = job.generation;
-            let metrics = job.run();
+            let metrics = job.replay();
             if tx.send(Msg::Metrics(generation, metrics)).is_err() {
                 break;
             }
+            newer = queue.try_iter().last();
+            if newer.is_none() {
+                let found = job.find();
+                if tx.send(Msg::Findings(generation, found)).is_err() {
+                    break;
+                }
+            }
+            drop(job);
             crate::give_back_freed_memory();
         }
     });

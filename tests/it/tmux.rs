@@ -330,6 +330,9 @@ fn at_80x24_a_user_jumps_searches_back_copies_and_esc_never_quits() {
 
     // Esc clears the search and closes panels; it never quits.
     tmux.keys(&["Escape"]);
+    // The second waits for the first: sent together on a loaded machine,
+    // the two were not both taken as Esc.
+    tmux.wait_for("search cleared", true);
     tmux.keys(&["Escape"]);
     tmux.wait_for("q or :q quits", true);
     assert!(tmux.alive());
@@ -357,4 +360,30 @@ fn a_long_replay_shows_its_progress_on_a_terminal() {
     let screen = tmux.wait_for("replaying", true);
     let bar = screen.lines().find(|l| l.starts_with("replaying")).unwrap();
     assert!(bar.contains(" calls") && bar.contains('/'), "{screen}");
+}
+
+#[test]
+fn f_lists_the_findings_the_worker_found_and_enter_goes_to_one() {
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/forgot-deploy-key.db");
+    let command = format!("{} {}", env!("CARGO_BIN_EXE_ctxlens"), log.display());
+    let Some(tmux) = Tmux::start("findings", 160, 45, &command) else {
+        return;
+    };
+    tmux.wait_for("call 1 (1/76)", true);
+    // The worker finds them after the strip's replay: their marks show on the strip.
+    // (Each check waits: a capture can catch a frame half drawn.)
+    tmux.wait_for("✱", true);
+    tmux.keys(&["f"]);
+    tmux.wait_for("re_read (8, 5,492 tokens wasted)", true);
+    tmux.wait_for("instruction_dropped (1)", true);
+    tmux.keys(&["j", "Enter"]);
+    tmux.wait_for("call 28 (28/76)", true);
+    // The panel closed, the status says the finding, its evidence is in the detail.
+    tmux.wait_for("re_read (8", false);
+    tmux.wait_for("call 28: re_read: run_tests at seq 93", true);
+    tmux.wait_for("seq 73 · tool_call", true);
+    tmux.keys(&["f"]);
+    tmux.wait_for("re_read (8", true);
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("re_read (8", false);
 }

@@ -10,7 +10,7 @@ use ctxlens::tui::render::{self, Theme, help_lines};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
-use ratatui::style::Color;
+use ratatui::style::{Color, Modifier};
 
 fn sample(name: &str) -> App {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -226,7 +226,8 @@ fn clicking_the_metrics_strip_selects_the_call_of_that_column() {
     // At 80 columns a column holds several calls: a click takes the first of them.
     let buffer = draw(&mut app, 80, 40, COLOR);
     let (x, y) = find(&buffer, " tokens  ");
-    let per = 76usize.div_ceil(80 - 44);
+    // The columns left after the label (9) and the call's figures (42).
+    let per = 76usize.div_ceil(80 - 9 - 42);
     app.step(Control::ClickAt(x + 9 + 10, y + 1));
     assert_eq!(app.current_call().unwrap().id as usize, 10 * per + 1);
     // Past the last column: nothing changes.
@@ -872,4 +873,117 @@ fn reading_the_policy_file_is_no_change_to_it() {
     // A write is.
     std::fs::write(&policy, "preset = \"pipeline\"\n# edited\n").unwrap();
     assert!(!until_the_log_changes(&rx).is_empty());
+}
+
+#[test]
+fn f_lists_the_findings_by_kind_and_enter_goes_to_the_call_and_its_evidence() {
+    for (w, h) in [(160, 45), (80, 24)] {
+        let mut app = sample("forgot-deploy-key.db");
+        app.step(Control::Findings);
+        assert_eq!(app.mode, Mode::Findings(0));
+        let screen = text(&draw(&mut app, w, h, COLOR));
+        insta::assert_snapshot!(format!("findings_{w}x{h}"), screen);
+    }
+    let mut app = sample("forgot-deploy-key.db");
+    let found = app.findings.clone().expect("found without a worker");
+    // As `ctxlens findings` groups them: re_read first, instruction_dropped after.
+    let kinds: Vec<&str> = found.iter().map(|f| f.kind.name()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "re_read").count(), 8);
+    assert_eq!(kinds.last(), Some(&"instruction_dropped"));
+    app.step(Control::Findings);
+    let buffer = draw(&mut app, 160, 45, COLOR);
+    let screen = text(&buffer);
+    assert!(
+        screen.contains("re_read (8, 5,492 tokens wasted)"),
+        "{screen}"
+    );
+    assert!(screen.contains("instruction_dropped (1)"), "{screen}");
+    assert!(
+        screen.contains(r#"avoided under --set pin.text=["src/currency.rs:899"]"#),
+        "{screen}"
+    );
+    // The selected row is reversed.
+    let (x, y) = find(&buffer, "call 16: grep at seq 53");
+    assert!(buffer[(x, y)].modifier.contains(Modifier::REVERSED));
+    // j, then Enter: the second finding's call, its first evidence selected.
+    app.step(Control::Down);
+    assert_eq!(app.mode, Mode::Findings(1));
+    app.step(Control::Detail);
+    assert_eq!(app.mode, Mode::Normal);
+    let second = &found[1];
+    assert_eq!(app.current_call().unwrap().id, second.call);
+    assert_eq!(second.call, 28);
+    let event = app.selected_event().expect("an event selected");
+    assert_eq!(app.session().events[event].seq, second.seqs[0]);
+    assert_eq!(app.view.as_ref().unwrap().call, app.call, "projected");
+    assert!(
+        app.status.contains("re_read: run_tests at seq 93"),
+        "{}",
+        app.status
+    );
+    // k stops at the first; Esc, f and q close without quitting.
+    for close in [Control::Back, Control::Findings, Control::Quit] {
+        app.step(Control::Findings);
+        app.step(Control::Up);
+        app.step(Control::Up);
+        assert!(matches!(app.mode, Mode::Findings(_)));
+        app.step(close);
+        assert_eq!(app.mode, Mode::Normal);
+        assert!(!app.quit);
+    }
+}
+
+#[test]
+fn the_strip_marks_each_call_with_a_finding_and_counts_them_for_the_selected_call() {
+    let mut app = sample("forgot-deploy-key.db");
+    jump(&mut app, "16");
+    // Wide enough for a column per call: the 16th column is call 16.
+    let buffer = draw(&mut app, 160, 45, COLOR);
+    let (x, y) = find(&buffer, " cache   ");
+    let calls: Vec<i64> = app.findings.iter().flatten().map(|f| f.call).collect();
+    for id in 1..=76i64 {
+        let cell = &buffer[(x + 9 + id as u16 - 1, y)];
+        assert_eq!(cell.symbol() == "✱", calls.contains(&id), "call {id}");
+        if calls.contains(&id) {
+            assert_eq!(cell.fg, Color::Magenta, "call {id}");
+        }
+    }
+    assert!(
+        text(&buffer).contains("lost 4,731 · 1 finding"),
+        "{}",
+        text(&buffer)
+    );
+    // Without colour the glyph still says it.
+    let plain = draw(&mut app, 160, 45, Theme { color: false });
+    assert_eq!(plain[(x + 9 + 15, y)].symbol(), "✱");
+    // A call without one says nothing of findings.
+    jump(&mut app, "17");
+    assert!(!text(&draw(&mut app, 160, 45, COLOR)).contains("finding"));
+}
+
+#[test]
+fn findings_follow_the_edited_policy_and_only_the_newest_answer_is_kept() {
+    let mut app = sample("forgot-deploy-key.db");
+    let at_16 = |app: &App| app.findings_at(16);
+    assert_eq!(at_16(&app), 1);
+    // The finding's own fix, applied as an edit: the strip's policy, and
+    // the findings found under it, no longer have it.
+    let fix = app.findings.as_ref().unwrap()[0].fix.clone().unwrap();
+    let (tx, jobs) = std::sync::mpsc::channel();
+    app.use_worker(tx);
+    app.set_overrides(vec!["tool_results.keep_turns=9".into()])
+        .unwrap();
+    app.set_overrides(fix.set.clone()).unwrap();
+    let mut queued: Vec<_> = jobs.try_iter().collect();
+    assert_eq!(queued.len(), 2);
+    let mut new = queued.pop().unwrap();
+    let mut old = queued.pop().unwrap();
+    let stale = old.find();
+    let newest = new.find();
+    assert!(newest.iter().all(|f| f.call != 16), "{newest:?}");
+    // The older answer arriving late is ignored; the newest is taken.
+    app.receive_findings(new.generation, newest.clone());
+    app.receive_findings(old.generation, stale);
+    assert_eq!(app.findings.as_ref(), Some(&newest));
+    assert_eq!(at_16(&app), 0);
 }

@@ -11,9 +11,10 @@ mod repeats;
 
 use serde::Serialize;
 
-use super::cost::{Prices, Rates};
+use super::cost::{Prices, Rates, dollars};
 use super::replay::{CallReplay, replay_each};
 use super::{PolicyChoice, ProjectionCache};
+use crate::display::thousands;
 use crate::engine::Projected;
 use crate::model::{Log, ModelCall, SessionLog};
 
@@ -190,6 +191,38 @@ pub fn of_session<'a>(scope: &Scope<'a>, cache: &mut ProjectionCache) -> Vec<Fin
     found.extend(orphans::orphans(scope));
     found.sort_by(|a, b| (a.call, a.kind, &a.seqs).cmp(&(b.call, b.kind, &b.seqs)));
     found
+}
+
+/// What is said of a session without findings.
+pub const NONE: &str = "no findings: nothing was read or said again after it left the context, no instruction dropped by a summary, no compaction that looped, grew or broke the cache, no broken pairing sent";
+
+/// What findings wasted, where counted: ", 1,234 tokens, $0.012 wasted"
+/// (nothing where none was counted).
+pub fn wasted(found: &[&Finding]) -> String {
+    let tokens: u64 = found.iter().filter_map(|f| f.tokens).sum();
+    let usd: f64 = found.iter().filter_map(|f| f.cost_usd).sum();
+    let counted = found.iter().any(|f| f.tokens.is_some());
+    let priced = found.iter().any(|f| f.cost_usd.is_some());
+    match (counted, priced) {
+        (false, _) => String::new(),
+        (true, false) => format!(", {} tokens wasted", thousands(tokens)),
+        (true, true) => format!(", {} tokens, {} wasted", thousands(tokens), dollars(usd)),
+    }
+}
+
+/// A fix as the text and the panel say it: "avoided under --set k=v (+12
+/// tokens at the last call, checked)".
+pub fn fix_line(fix: &FindingFix) -> String {
+    format!(
+        "avoided under --set {} ({:+} tokens at the last call{})",
+        fix.set.join(" --set "),
+        fix.extra_tokens,
+        if fix.verified {
+            ", checked"
+        } else {
+            ", not checked"
+        }
+    )
 }
 
 /// How many findings of each kind, for `stats` (every kind, zeros too).

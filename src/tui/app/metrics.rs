@@ -1,11 +1,14 @@
 //! The metrics strip's figures: every call of the session replayed (on a
 //! worker when there is one, only the newest request's answer kept), and
-//! priced; and the same under the recorded policies, for the compare view.
+//! priced, and the session's findings under the same policy (`f`, and the
+//! strip's marks); and the same replay under the recorded policies, for the
+//! compare view.
 
 use std::sync::Arc;
 
 use super::App;
-use crate::analysis::cost;
+use crate::analysis::cost::{self, Prices};
+use crate::analysis::findings::{Finding, Scope, of_session};
 use crate::analysis::replay::{CallReplay, paired, strip};
 use crate::analysis::{PolicyChoice, ProjectionCache};
 use crate::model::{Log, ModelCall, SessionLog};
@@ -18,13 +21,47 @@ pub struct MetricsJob {
     pub choice: PolicyChoice,
     /// The app's cache, forked: the token counts made already, shared.
     pub cache: ProjectionCache,
+    /// What the findings' waste is priced with.
+    pub prices: Arc<Prices>,
 }
 
 impl MetricsJob {
     /// Replays the session.
     pub fn run(mut self) -> Vec<CallReplay> {
+        self.replay()
+    }
+
+    /// Replays the session, for the strip.
+    pub fn replay(&mut self) -> Vec<CallReplay> {
         strip(&self.log, &self.session, &self.choice, &mut self.cache)
     }
+
+    /// The session's findings under the same policy, in the panel's order.
+    pub fn find(&mut self) -> Vec<Finding> {
+        let log = Arc::clone(&self.log);
+        let Some(session) = log.session(&self.session) else {
+            return Vec::new();
+        };
+        find(session, &self.choice, &self.prices, &mut self.cache)
+    }
+}
+
+/// The findings of `session`, grouped by kind (in `FindingKind::ALL`'s
+/// order), each kind's in call order: as the panel lists them.
+fn find(
+    session: &SessionLog,
+    choice: &PolicyChoice,
+    prices: &Prices,
+    cache: &mut ProjectionCache,
+) -> Vec<Finding> {
+    let scope = Scope {
+        session,
+        choice,
+        prices,
+    };
+    let mut found = of_session(&scope, cache);
+    found.sort_by(|a, b| (a.kind, a.call, &a.seqs).cmp(&(b.kind, b.call, &b.seqs)));
+    found
 }
 
 /// What a metrics request is for: which log (and how much of its session),
@@ -68,6 +105,14 @@ impl App {
         if self.asked.as_ref() == Some(&asked) {
             return;
         }
+        // Another session's findings are at other calls: none until its own.
+        if self
+            .asked
+            .as_ref()
+            .is_none_or(|a| a.session != asked.session)
+        {
+            self.findings = None;
+        }
         self.asked = Some(asked);
         let session = log.sessions[self.session].id().to_string();
         self.generation += 1;
@@ -78,6 +123,7 @@ impl App {
                 session: session.clone(),
                 choice: self.choice.clone(),
                 cache: self.cache.fork(),
+                prices: Arc::clone(&self.prices),
             };
             if worker.send(job).is_ok() {
                 return;
@@ -85,6 +131,8 @@ impl App {
         }
         self.metrics = strip(&log, &session, &self.choice, &mut self.cache);
         self.price();
+        let session = &log.sessions[self.session];
+        self.findings = Some(find(session, &self.choice, &self.prices, &mut self.cache));
     }
 
     /// Prices the metrics' calls, and sets the host's compactions beside
@@ -121,6 +169,14 @@ impl App {
         if generation == self.generation {
             self.metrics = metrics;
             self.price();
+        }
+    }
+
+    /// The worker's findings arrived (after its replay for the strip); kept
+    /// only if they answer the newest request.
+    pub fn receive_findings(&mut self, generation: u64, found: Vec<Finding>) {
+        if generation == self.generation {
+            self.findings = Some(found);
         }
     }
 }

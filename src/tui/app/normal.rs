@@ -41,6 +41,7 @@ impl App {
             Control::Follow => self.follow_newest(),
             Control::Edit => self.mode = Mode::Policy(0),
             Control::Why => self.trace_fact(),
+            Control::Findings => self.open_findings(),
             Control::Pager => match self.selected_text() {
                 Some(text) => self.external = Some(External::Pager(text)),
                 None => self.status = "nothing selected to read".to_string(),

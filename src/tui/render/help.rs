@@ -51,6 +51,9 @@ pub fn help_lines() -> Vec<Line<'static>> {
     lines.push(Line::from(
         "  ▁▂▃ tokens against the target (! over budget) · ╳ the cache broke · 1 2 summary version",
     ));
+    lines.push(Line::from(
+        "  ✱ a finding at the call (f lists them) · ◆ host compacted ◇ predicted ◈ both",
+    ));
     lines.push(Line::from(""));
     lines.push(Line::from("kinds: S system · U user · A assistant · R reasoning · → tool call · ← tool result · C compaction"));
     lines.push(Line::from(

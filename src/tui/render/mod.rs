@@ -20,13 +20,14 @@
 //! [`strip`] (the why and metrics strips), [`history`], [`context`],
 //! [`detail`] and [`footer`]; and each overlay: [`help`], [`sessions`],
 //! [`editor`] (the policy editor), [`compare`] (policies and the record's
-//! differences), [`why`] and [`message`]. [`draw`] lays the frame out and
-//! calls each of them.
+//! differences), [`why`], [`findings`] and [`message`]. [`draw`] lays the
+//! frame out and calls each of them.
 
 mod compare;
 mod context;
 mod detail;
 mod editor;
+mod findings;
 mod footer;
 mod header;
 mod help;
@@ -219,6 +220,7 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: Theme) {
             stretch,
         } => why::draw(frame, app, *scroll, *fix, *stretch, theme),
         Mode::Message(scroll) => message::draw(frame, app, *scroll, theme),
+        Mode::Findings(sel) => findings::draw(frame, app, *sel, theme),
         Mode::PolicyInput(key, text) => {
             let sel = super::editor::rows(app)
                 .iter()

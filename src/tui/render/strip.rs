@@ -1,6 +1,7 @@
 //! The strips under the header: the why strip (the traced fact's state at
-//! every call) and the metrics strip (tokens, cache breaks and summary
-//! versions, call by call), one column per call or per bucket of calls.
+//! every call) and the metrics strip (tokens, cache breaks and findings, and
+//! summary versions, call by call), one column per call or per bucket of
+//! calls.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -51,7 +52,7 @@ pub(super) fn draw_why(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
 pub const STRIP_LABEL: u16 = 9;
 
 /// The width the metrics strip keeps after its columns for the call's figures.
-pub(super) const METRICS_INFO: u16 = 35;
+pub(super) const METRICS_INFO: u16 = 42;
 
 /// How many calls a strip's column holds: one, or a bucket of them when the
 /// calls outnumber the columns `width` has after the label and `info`.
@@ -66,9 +67,13 @@ pub const HOST_COMPACTED: &str = "◆";
 pub const PREDICTED: &str = "◇";
 pub const BOTH: &str = "◈";
 
+/// A finding at the call (`f` lists them), in the strip's cache row.
+pub const FINDING: &str = "✱";
+
 /// One column per call (or per bucket of calls on a narrow screen): tokens
-/// against the target, where the provider's cache broke, and the summary
-/// version, or where the host and the projection compacted.
+/// against the target, where the provider's cache broke or a finding is
+/// (the finding shown where both are: the call's figures say both), and the
+/// summary version, or where the host and the projection compacted.
 pub(super) fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     if area.height == 0 || app.metrics.is_empty() {
         return;
@@ -77,6 +82,9 @@ pub(super) fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Them
     let per = per_column(points.len(), area.width, METRICS_INFO);
     let selected = app.call / per;
     const BARS: [&str; 8] = ["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"];
+    // The calls with a finding, looked up once for every column.
+    let found_at: std::collections::HashSet<i64> =
+        app.findings.iter().flatten().map(|f| f.call).collect();
     let mut rows: [Vec<Span>; 3] = [
         vec![Span::raw(" tokens  ")],
         vec![Span::raw(" cache   ")],
@@ -97,6 +105,7 @@ pub(super) fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Them
         });
         let host = bucket.iter().any(|p| host_compacted(app, p.call));
         let predicted = bucket.iter().any(|p| p.compacted);
+        let found = bucket.iter().any(|p| found_at.contains(&p.call));
         let version = match (host, predicted) {
             (true, true) => BOTH.to_string(),
             (true, false) => HOST_COMPACTED.to_string(),
@@ -119,14 +128,15 @@ pub(super) fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Them
             _ => (bar, theme.fg(Color::Green)),
         };
         rows[0].push(Span::styled(glyph.to_string(), mark(bar_style)));
-        rows[1].push(Span::styled(
-            if broke { "╳" } else { "─" }.to_string(),
-            mark(if broke {
-                theme.fg(Color::Yellow)
-            } else {
-                theme.fg(Color::DarkGray)
-            }),
-        ));
+        let (glyph, cache_style) = match (found, broke) {
+            (true, _) => (
+                FINDING,
+                theme.fg(Color::Magenta).add_modifier(Modifier::BOLD),
+            ),
+            (false, true) => ("╳", theme.fg(Color::Yellow)),
+            _ => ("─", theme.fg(Color::DarkGray)),
+        };
+        rows[1].push(Span::styled(glyph.to_string(), mark(cache_style)));
         rows[2].push(Span::styled(version, mark(theme.fg(Color::Blue))));
     }
     if let Some(p) = points.get(app.call) {
@@ -147,8 +157,13 @@ pub(super) fn draw_metrics(frame: &mut Frame, app: &App, area: Rect, theme: Them
                 thousands(t.max(0) as u64)
             ))
         )));
+        let found = match app.findings_at(p.call) {
+            0 => String::new(),
+            1 => " · 1 finding".to_string(),
+            n => format!(" · {n} findings"),
+        };
         rows[1].push(Span::raw(format!(
-            "  reused {} · lost {}",
+            "  reused {} · lost {}{found}",
             thousands(p.prefix_reused_tokens),
             thousands(lost)
         )));
