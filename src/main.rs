@@ -538,7 +538,12 @@ fn main() -> ExitCode {
             if log.exists() && !ctxlens::open::is_log(&log) && looks_importable(&log) =>
         {
             ctxlens::open::transcript(&log, args.follow).and_then(|cached| {
-                inspect(&cached, &log, args.follow, policy_file(args.policy.as_deref()))
+                inspect(
+                    &cached,
+                    &log,
+                    args.follow,
+                    policy_file(args.policy.as_deref()),
+                )
             })
         }
         (None, Some(log)) => inspect(&log, &log, args.follow, policy_file(args.policy.as_deref())),
