@@ -327,8 +327,15 @@ impl Pin {
             .filter(|t| !t.is_empty())
             .map(|t| t.to_lowercase())
             .collect();
+        // Many pins (findings check all of a session's in one walk) are
+        // looked up, not scanned, when they come sorted.
+        let sorted = self.seqs.is_sorted();
+        let pinned = |seq: &i64| match sorted {
+            true => self.seqs.binary_search(seq).is_ok(),
+            false => self.seqs.contains(seq),
+        };
         let mut held: Vec<usize> = (range.clone())
-            .filter(|&ix| self.seqs.contains(&session.events[ix].seq))
+            .filter(|&ix| pinned(&session.events[ix].seq))
             .collect();
         for holders in session.holding(&texts) {
             let from = holders.partition_point(|&ix| (ix as usize) < range.start);

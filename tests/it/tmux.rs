@@ -374,16 +374,19 @@ fn f_lists_the_findings_the_worker_found_and_enter_goes_to_one() {
     // (Each check waits: a capture can catch a frame half drawn.)
     tmux.wait_for("✱", true);
     tmux.keys(&["f"]);
-    tmux.wait_for("re_read (8, 5,492 tokens wasted)", true);
+    tmux.wait_for("re_read (1, 509 tokens wasted)", true);
     tmux.wait_for("instruction_dropped (1)", true);
     tmux.keys(&["j", "Enter"]);
-    tmux.wait_for("call 28 (28/76)", true);
+    tmux.wait_for("call 27 (27/76)", true);
     // The panel closed, the status says the finding, its evidence is in the detail.
-    tmux.wait_for("re_read (8", false);
-    tmux.wait_for("call 28: re_read: run_tests at seq 93", true);
-    tmux.wait_for("seq 73 · tool_call", true);
+    tmux.wait_for("re_read (1", false);
+    tmux.wait_for(
+        "call 27: instruction_dropped: summary v1 replaced seq 2",
+        true,
+    );
+    tmux.wait_for("seq 2 · user", true);
     tmux.keys(&["f"]);
-    tmux.wait_for("re_read (8", true);
+    tmux.wait_for("re_read (1", true);
     tmux.keys(&["Escape"]);
-    tmux.wait_for("re_read (8", false);
+    tmux.wait_for("re_read (1", false);
 }

@@ -104,13 +104,13 @@ impl<'a> Finder<'a> for Compactions<'a> {
                 seqs.dedup();
                 let apart = s.at - b.at;
                 let message = format!(
-                    "compacted at calls {} and {}, {apart} call{} apart, each keeping 95% or more of the context ({} of {} tokens at call {})",
+                    "compacted at calls {} and {}, {apart} call{} apart, each keeping 95% or more of the context ({} tokens before the compaction at call {}, {} after)",
                     b.call,
                     s.call,
                     if apart == 1 { "" } else { "s" },
-                    thousands(s.after),
                     thousands(s.before),
-                    s.call
+                    s.call,
+                    thousands(s.after)
                 );
                 let mut f =
                     Finding::new(session, FindingKind::CompactionLoop, s.call, seqs, message);
@@ -148,9 +148,13 @@ impl<'a> Finder<'a> for Compactions<'a> {
             // Written again: the recorded cache write where the provider
             // reported one, else the part of the context after the reused
             // prefix, as the provider would count it.
+            // A provider that reports no cache writes (OpenAI's caches by
+            // itself) reports 0: the estimate then stands.
             let reported = call
                 .and_then(|c| c.usage.cache_write_tokens)
-                .map(|t| t.max(0) as u64);
+                .map(|t| t.max(0) as u64)
+                .filter(|&t| t > 0);
+            let read = call.and_then(|c| c.usage.cache_read_tokens);
             let estimated = || {
                 let written = s.after.saturating_sub(s.reused);
                 match s.calibrated {
@@ -163,7 +167,7 @@ impl<'a> Finder<'a> for Compactions<'a> {
                 continue;
             }
             let message = format!(
-                "the {} at call {} changed the cached prefix: {} of the call before's {} tokens reused, {} written to the cache again{}",
+                "the {} at call {} changed the cached prefix: {} of the call before's {} tokens reused{}, {} written to the cache again{}",
                 if s.compacted {
                     "compaction"
                 } else {
@@ -172,6 +176,10 @@ impl<'a> Finder<'a> for Compactions<'a> {
                 s.call,
                 thousands(s.reused),
                 thousands(b.after),
+                read.map_or(String::new(), |r| format!(
+                    " (the provider reported {} read from its cache)",
+                    thousands(r.max(0) as u64)
+                )),
                 thousands(written),
                 if reported.is_some() {
                     " (as reported)"
@@ -187,7 +195,16 @@ impl<'a> Finder<'a> for Compactions<'a> {
                 message,
             );
             f.tokens = Some(written);
-            f.cost_usd = rates.map(|r| written as f64 * r.cache_write / 1e6);
+            // Written at the cache-write rate; where the provider charges
+            // none (its cache-write rate below its input rate), the cached
+            // discount lost.
+            f.cost_usd = rates.map(|r| {
+                let rate = match reported.is_some() || r.cache_write >= r.input {
+                    true => r.cache_write,
+                    false => r.input - r.cached_input,
+                };
+                written as f64 * rate / 1e6
+            });
             found.push(f);
         }
         // What loops and growth wasted, at the input rate.

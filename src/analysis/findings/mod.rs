@@ -213,10 +213,11 @@ pub fn wasted(found: &[&Finding]) -> String {
 /// A fix as the text and the panel say it: "avoided under --set k=v (+12
 /// tokens at the last call, checked)".
 pub fn fix_line(fix: &FindingFix) -> String {
+    let sign = if fix.extra_tokens < 0 { "-" } else { "+" };
     format!(
-        "avoided under --set {} ({:+} tokens at the last call{})",
+        "avoided under --set {} ({sign}{} tokens at the last call{})",
         fix.set.join(" --set "),
-        fix.extra_tokens,
+        thousands(fix.extra_tokens.unsigned_abs()),
         if fix.verified {
             ", checked"
         } else {

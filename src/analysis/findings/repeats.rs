@@ -27,24 +27,51 @@ enum Key {
     Command(String),
 }
 
-/// The keys a tool call is known by.
-fn keys(tool: &str, input: &str) -> Vec<Key> {
+/// The lines a read asked for, first to last (a whole file: all of them).
+type Lines = (u64, u64);
+
+const ALL_LINES: Lines = (0, u64::MAX);
+
+/// The range of lines a read asks for: `offset` (its first line) and
+/// `limit` (how many), where it names them.
+fn lines_of(args: &serde_json::Map<String, Value>) -> Lines {
+    let number = |k: &str| args.get(k).and_then(Value::as_u64);
+    let first = number("offset").unwrap_or(0);
+    let last = number("limit").map_or(u64::MAX, |n| first.saturating_add(n));
+    (first, last)
+}
+
+/// The keys a tool call is known by, with the lines it read (all of them
+/// but for a ranged read of a file), and the file it writes, if it does.
+fn keys(tool: &str, input: &str) -> (Vec<Key>, Lines, Option<String>) {
     let mut keys = vec![Key::Call(tool.to_string(), input.trim().to_string())];
     let Ok(Value::Object(args)) = serde_json::from_str::<Value>(input) else {
-        return keys;
+        return (keys, ALL_LINES, None);
     };
+    let mut lines = ALL_LINES;
+    let mut written = None;
     let field = |names: &[&str]| names.iter().find_map(|n| args.get(*n)).cloned();
+    const PATHS: [&str; 5] = ["file_path", "path", "filePath", "filename", "notebook_path"];
     // Writing a file again is no re-read; reading the file or page again is.
-    if !writes(tool) {
-        const PATHS: [&str; 5] = ["file_path", "path", "filePath", "filename", "notebook_path"];
-        // What only describes the call, not what it reads.
-        const SAYS: [&str; 4] = ["description", "timeout", "explanation", "reason"];
+    if writes(tool) {
+        written = field(&PATHS).and_then(|p| p.as_str().map(str::to_string));
+    } else {
+        // What only describes the call or says which lines, not what it reads.
+        const ASIDE: [&str; 6] = [
+            "description",
+            "timeout",
+            "explanation",
+            "reason",
+            "offset",
+            "limit",
+        ];
         if let Some(Value::String(path)) = field(&PATHS) {
             let rest: serde_json::Map<String, Value> = (args.iter())
-                .filter(|(k, _)| !PATHS.contains(&k.as_str()) && !SAYS.contains(&k.as_str()))
+                .filter(|(k, _)| !PATHS.contains(&k.as_str()) && !ASIDE.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             keys.push(Key::Path(path, Value::Object(rest).to_string()));
+            lines = lines_of(&args);
         }
         if let Some(Value::String(url)) = field(&["url", "uri"]) {
             keys.push(Key::Url(url));
@@ -64,7 +91,7 @@ fn keys(tool: &str, input: &str) -> Vec<Key> {
     if let Some(command) = command.map(|c| same_command(&c)).filter(|c| !c.is_empty()) {
         keys.push(Key::Command(command));
     }
-    keys
+    (keys, lines, written)
 }
 
 /// Whether a tool, by its name, changes what it names (edits, writes).
@@ -137,17 +164,43 @@ pub(super) struct ReRead<'a> {
 impl<'a> ReRead<'a> {
     pub(super) fn new(session: &'a SessionLog) -> ReRead<'a> {
         let calls = calls_of(session);
-        let mut seen: HashMap<Key, usize> = HashMap::new();
+        // Each key's calls so far, newest last, with the lines they read.
+        let mut seen: HashMap<Key, Vec<(usize, Lines)>> = HashMap::new();
+        // The calls that wrote, with the file where they name it.
+        let mut wrote: Vec<(usize, Option<String>)> = Vec::new();
         let mut due: HashMap<i64, Vec<Repeat>> = HashMap::new();
         for (ix, event) in session.events.iter().enumerate() {
             if event.kind != Kind::ToolCall {
                 continue;
             }
             let tool = event.tool_name.as_deref().unwrap_or("");
-            let keys = keys(tool, &event.content.get());
-            let earlier = keys.iter().filter_map(|k| seen.get(k)).max().copied();
+            let (keys, lines, written) = keys(tool, &event.content.get());
+            if writes(tool) {
+                wrote.push((ix, written));
+            }
+            // The newest earlier call of a key that read all these lines, and
+            // after which nothing changed what they read: the file written
+            // since, or for a command or the same call, anything written.
+            let changed = |key: &Key, since: usize| {
+                let after = wrote.partition_point(|w| w.0 <= since);
+                wrote[after..].iter().any(|(_, file)| match key {
+                    Key::Path(path, _) => file.as_deref().is_none_or(|f| f == path),
+                    Key::Command(_) | Key::Call(..) => true,
+                    Key::Url(_) => false,
+                })
+            };
+            let earlier = (keys.iter())
+                .filter_map(|key| {
+                    let (at, _) = seen
+                        .get(key)?
+                        .iter()
+                        .rev()
+                        .find(|(_, read)| read.0 <= lines.0 && lines.1 <= read.1)?;
+                    (!changed(key, *at)).then_some(*at)
+                })
+                .max();
             for key in keys {
-                seen.insert(key, ix);
+                seen.entry(key).or_default().push((ix, lines));
             }
             let Some(earlier) = earlier else {
                 continue;
