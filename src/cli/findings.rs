@@ -24,15 +24,7 @@ pub fn run(
     as_json: bool,
 ) -> anyhow::Result<Outcome> {
     let log = load(path)?;
-    let session = match session {
-        Some(id) => Some(
-            log.pick_session(Some(id))
-                .map_err(anyhow::Error::msg)?
-                .id()
-                .to_string(),
-        ),
-        None => None,
-    };
+    let session = super::session_named(&log, session)?;
     let prices = crate::config::prices()?;
     let mut cache = ProjectionCache::default();
     let found = findings(&log, session.as_deref(), choice, &mut cache, &prices);

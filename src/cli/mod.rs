@@ -74,6 +74,13 @@ pub fn policy_choice(
     Ok(choice)
 }
 
+/// The id of the session `--session` names (its id, or a prefix of it),
+/// where it names one.
+fn session_named(log: &crate::model::Log, session: Option<&str>) -> anyhow::Result<Option<String>> {
+    let named = |id| log.pick_session(Some(id)).map(|s| s.id().to_string());
+    session.map(named).transpose().map_err(anyhow::Error::msg)
+}
+
 /// Prints a value as one line of JSON, with every control character escaped
 /// (DEL, C1 and bidi controls too: see [`crate::display`]).
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {

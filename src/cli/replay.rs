@@ -20,15 +20,7 @@ pub fn run(
     as_json: bool,
 ) -> anyhow::Result<Outcome> {
     let log = load(path)?;
-    let session = match session {
-        Some(id) => Some(
-            log.pick_session(Some(id))
-                .map_err(anyhow::Error::msg)?
-                .id()
-                .to_string(),
-        ),
-        None => None,
-    };
+    let session = super::session_named(&log, session)?;
     // Thousands of calls take a while: a bar on a terminal says how far.
     let calls = log
         .sessions
