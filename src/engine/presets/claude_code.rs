@@ -5,11 +5,12 @@
 //! the previous call's reported input (cache included) and output plus
 //! characters/4 of all that came after its response's first block,
 //! reaches the window less the output reserve (at most `output_cap`) and a
-//! buffer: everything before the call
-//! is summarized, and the summary is sent as a user message. Microcompact:
-//! after an idle gap, all but the newest compactable tool results are
-//! cleared. The log's own compactions and microcompactions are followed
-//! while `trigger.on_request`.
+//! buffer: everything before the call (up to the host's marker, where it
+//! compacted there) is summarized, the summary sent as a user message, and
+//! after the projection's own compaction the files Claude Code reads again.
+//! Microcompact: after an idle gap, all but the newest compactable tool
+//! results are cleared. The log's own compactions and microcompactions are
+//! followed while `trigger.on_request`.
 
 use std::sync::Arc;
 
