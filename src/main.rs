@@ -112,6 +112,33 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The policy that would have cost least without losing what the agent needed, over a corpus.
+    ///
+    /// Replays every session of PATH... (logs, transcripts, or folders of them) under each
+    /// candidate: each preset of --presets (none: the recorded policies), with every combination
+    /// of the --vary ranges. Scores each by tokens sent, dollars billed with the provider's
+    /// prompt cache modelled, the share of needed items it kept (a tool call repeating an earlier
+    /// one: was the earlier result still there whole) and the sessions it overflows; marks the
+    /// front, and recommends the cheapest feasible candidate within one point of the best share
+    /// kept, written with -o as a policy file --policy takes.
+    Tune {
+        /// Logs, transcripts, or folders of them.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// A key and the values to try: KEY=A..B (integers) or KEY=A,B,C (repeatable).
+        #[arg(long, value_name = "KEY=RANGE")]
+        vary: Vec<String>,
+        /// The presets to try, comma-separated (each with its defaults and the varied keys).
+        #[arg(long)]
+        presets: Option<String>,
+        /// Print JSON: {"sessions", "shard", "candidates": [{set, policy, tokens, usd,
+        /// needed_kept, infeasible, front}], "recommended": {set, policy}}.
+        #[arg(long)]
+        json: bool,
+        /// Write the recommended policy here (TOML).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// For each call: was the fact there, and if not, which reducer removed it, when, and why.
     ///
     /// Finds the events that hold the fact (--text, --regex or --seq), gives its state at
@@ -524,6 +551,16 @@ fn main() -> ExitCode {
             _,
         ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets)
             .and_then(|choice| cli::replay::run(&log, session.as_deref(), &choice, json)),
+        (
+            Some(Command::Tune {
+                paths,
+                vary,
+                presets,
+                json,
+                output,
+            }),
+            _,
+        ) => cli::tune::run(&paths, &vary, presets.as_deref(), json, output.as_deref()),
         (
             Some(Command::Findings {
                 log,

@@ -10,6 +10,7 @@ pub mod findings;
 mod projection;
 pub mod replay;
 pub mod summarize;
+pub mod tune;
 pub mod why;
 
 pub use projection::{PolicyChoice, ProjectionCache, calibration, each_call, project_call};

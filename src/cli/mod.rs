@@ -10,6 +10,7 @@ pub mod replay;
 pub mod sample;
 pub mod stats;
 pub mod summarize;
+pub mod tune;
 pub mod why;
 
 use std::path::Path;

@@ -51,4 +51,5 @@ mod token_cache;
 mod token_parity;
 mod tokens;
 mod tui;
+mod tune;
 mod why;

@@ -9,6 +9,8 @@ mod instructions;
 mod orphans;
 mod repeats;
 
+pub use repeats::repeats;
+
 use serde::Serialize;
 
 use super::cost::{Prices, Rates, dollars};

@@ -161,6 +161,15 @@ pub(super) struct ReRead<'a> {
     found: Vec<(Finding, Option<i64>)>,
 }
 
+/// Each tool call of `session` that repeats an earlier one (as `re_read`
+/// tells them, whether or not the earlier result was kept), by the id of
+/// the call that issued it: (the earlier result, the repeat), by index.
+pub fn repeats(session: &SessionLog) -> HashMap<i64, Vec<(usize, usize)>> {
+    (ReRead::new(session).due.into_iter())
+        .map(|(call, due)| (call, due.iter().map(|r| (r.result, r.repeat)).collect()))
+        .collect()
+}
+
 impl<'a> ReRead<'a> {
     pub(super) fn new(session: &'a SessionLog) -> ReRead<'a> {
         let calls = calls_of(session);

@@ -1,0 +1,261 @@
+//! Tuning: candidate policies (presets, and keys varied over ranges)
+//! replayed over a corpus of sessions, each scored per session and in all:
+//! tokens sent, dollars billed with the provider's prompt cache modelled,
+//! the needed items it kept, and the sessions it overflowed; the front of
+//! the best trade-offs and the policy to recommend (docs/contract.md, tune).
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+use serde::Serialize;
+
+use super::cost::Prices;
+use super::findings::repeats;
+use super::{PolicyChoice, ProjectionCache, each_call};
+use crate::engine::Status;
+use crate::model::SessionLog;
+use crate::policy::PolicyBuilder;
+
+/// A key varied over values: `tool_results.keep_turns=1..10` (every
+/// integer from 1 to 10) or `window.max_tokens=50000,100000`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Vary {
+    pub key: String,
+    pub values: Vec<String>,
+}
+
+impl Vary {
+    /// Reads `KEY=RANGE`: `A..B` (integers, both ends in) or a comma list.
+    pub fn parse(text: &str) -> Result<Vary, String> {
+        let (key, range) = text
+            .split_once('=')
+            .ok_or_else(|| format!("--vary {text}: not KEY=RANGE (a..b, or a,b,c)"))?;
+        let values: Vec<String> = match range.split_once("..") {
+            Some((from, to)) => {
+                let bound = |b: &str| {
+                    b.trim()
+                        .parse::<i64>()
+                        .map_err(|_| format!("--vary {text}: {b:?} is not an integer"))
+                };
+                let (from, to) = (bound(from)?, bound(to)?);
+                if to < from || to - from > 10_000 {
+                    return Err(format!("--vary {text}: {from}..{to} is no range to try"));
+                }
+                (from..=to).map(|n| n.to_string()).collect()
+            }
+            None => range.split(',').map(|v| v.trim().to_string()).collect(),
+        };
+        if key.trim().is_empty() || values.iter().any(String::is_empty) {
+            return Err(format!("--vary {text}: a key and its values are needed"));
+        }
+        // Each value must be one the policy takes.
+        for value in &values {
+            PolicyBuilder::new()
+                .set(&format!("{}={value}", key.trim()))
+                .and_then(|b| b.build())
+                .map_err(|e| format!("--vary {text}: {e}"))?;
+        }
+        Ok(Vary {
+            key: key.trim().to_string(),
+            values,
+        })
+    }
+}
+
+/// Every candidate of the grid: each preset (none given: the recorded
+/// policies' own), with every combination of the varied keys' values;
+/// each as the `KEY=VALUE` list that makes it, preset first.
+pub fn grid(presets: &[String], vary: &[Vary]) -> Vec<Vec<String>> {
+    let mut grid: Vec<Vec<String>> = match presets.is_empty() {
+        true => vec![Vec::new()],
+        false => presets
+            .iter()
+            .map(|p| vec![format!("preset=\"{p}\"")])
+            .collect(),
+    };
+    for v in vary {
+        grid = grid
+            .into_iter()
+            .flat_map(|set| {
+                v.values.iter().map(move |value| {
+                    let mut set = set.clone();
+                    set.push(format!("{}={value}", v.key));
+                    set
+                })
+            })
+            .collect();
+    }
+    grid
+}
+
+/// What a candidate did to one session.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SessionScore {
+    /// Tokens sent, summed over the session's calls.
+    pub tokens: u64,
+    /// Dollars billed: the prefix kept from the call before as cache reads,
+    /// the rest as cache writes, the reported output as output.
+    pub usd: f64,
+    /// Uses of earlier results (a tool call repeating an earlier one), and
+    /// of those, the ones whose result the candidate kept whole at the call.
+    pub uses: u64,
+    pub kept: u64,
+    /// Calls sent more than the model takes: the candidate cannot run it.
+    pub over: u64,
+}
+
+/// Replays `session` under `set` (over each call's recorded policy) and
+/// scores it.
+pub fn score(
+    session: &SessionLog,
+    set: &[String],
+    cache: &mut ProjectionCache,
+    prices: &Prices,
+) -> SessionScore {
+    let choice = PolicyChoice {
+        sets: set.to_vec(),
+        ..PolicyChoice::default()
+    };
+    let uses = repeats(session);
+    let mut score = SessionScore::default();
+    let mut previous = 0u64;
+    let rates: HashMap<i64, _> = (session.calls.iter())
+        .filter_map(|c| {
+            let policy = cache.policy(&choice, c).ok()?;
+            Some((c.id, prices.for_model(c.model.as_deref(), &policy.cost)?.1))
+        })
+        .collect();
+    each_call(session, &choice, cache, |call, projected| {
+        let Ok(p) = projected else {
+            score.over += 1;
+            return ControlFlow::Continue(());
+        };
+        let sent = p.budget.provider(p.total_tokens);
+        score.tokens += sent;
+        if sent > p.budget.usable {
+            score.over += 1;
+        }
+        let reused = p.budget.provider(p.reused).min(sent).min(previous);
+        previous = sent;
+        if let Some(r) = rates.get(&call.id) {
+            let write = if r.cache_write >= r.input {
+                r.cache_write
+            } else {
+                r.input
+            };
+            let output = call.usage.output_tokens.unwrap_or(0).max(0) as f64;
+            score.usd += (reused as f64 * r.cached_input
+                + (sent - reused) as f64 * write
+                + output * r.output)
+                / 1e6;
+        }
+        for &(result, _) in uses.get(&call.id).into_iter().flatten() {
+            score.uses += 1;
+            let whole = p
+                .slots
+                .get(result)
+                .is_some_and(|s| matches!(s.status, Status::Verbatim | Status::Pinned));
+            score.kept += u64::from(whole);
+        }
+        ControlFlow::Continue(())
+    });
+    score
+}
+
+/// A candidate over the whole corpus.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Candidate {
+    pub set: Vec<String>,
+    /// The policy file that makes it, as `--policy` takes it.
+    pub policy: String,
+    pub tokens: u64,
+    pub usd: f64,
+    /// The share of needed items kept, in percent (100 where none were needed).
+    pub needed_kept: f64,
+    /// Sessions it overflows (a call over what the model takes).
+    pub infeasible: u64,
+    /// Whether no feasible candidate is both cheaper and keeps as much.
+    pub front: bool,
+    #[serde(skip)]
+    pub sessions: Vec<SessionScore>,
+}
+
+impl Candidate {
+    pub fn of(set: Vec<String>, sessions: Vec<SessionScore>) -> Candidate {
+        let uses: u64 = sessions.iter().map(|s| s.uses).sum();
+        let kept: u64 = sessions.iter().map(|s| s.kept).sum();
+        Candidate {
+            policy: policy_file(&set),
+            tokens: sessions.iter().map(|s| s.tokens).sum(),
+            usd: sessions.iter().map(|s| s.usd).sum(),
+            needed_kept: match uses {
+                0 => 100.0,
+                n => kept as f64 * 100.0 / n as f64,
+            },
+            infeasible: sessions.iter().filter(|s| s.over > 0).count() as u64,
+            front: false,
+            set,
+            sessions,
+        }
+    }
+}
+
+/// The policy file a candidate's `KEY=VALUE` list makes: each key in its
+/// table, its value as written.
+pub fn policy_file(set: &[String]) -> String {
+    let mut top: Vec<String> = Vec::new();
+    let mut tables: Vec<(String, Vec<String>)> = Vec::new();
+    for pair in set {
+        let Some((key, value)) = pair.split_once('=') else {
+            continue;
+        };
+        match key.rsplit_once('.') {
+            None => top.push(format!("{key} = {value}")),
+            Some((table, key)) => {
+                let line = format!("{key} = {value}");
+                match tables.iter_mut().find(|t| t.0 == table) {
+                    Some(t) => t.1.push(line),
+                    None => tables.push((table.to_string(), vec![line])),
+                }
+            }
+        }
+    }
+    let mut out = top.join("\n");
+    for (table, lines) in tables {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(&format!("[{table}]\n{}", lines.join("\n")));
+    }
+    out.push('\n');
+    out
+}
+
+/// Marks the front: the feasible candidates no other feasible one beats on
+/// both cost (dollars, then tokens where the dollars are the same, as for
+/// a model without a price) and needed items kept.
+pub fn mark_front(candidates: &mut [Candidate]) {
+    let points: Vec<((f64, u64), f64, bool)> = candidates
+        .iter()
+        .map(|c| ((c.usd, c.tokens), c.needed_kept, c.infeasible == 0))
+        .collect();
+    let cheaper = |a: (f64, u64), b: (f64, u64)| a.0 < b.0 || (a.0 == b.0 && a.1 < b.1);
+    for (i, c) in candidates.iter_mut().enumerate() {
+        let (cost, kept, feasible) = points[i];
+        c.front = feasible
+            && !points.iter().enumerate().any(|(j, &(other, k, f))| {
+                let no_dearer = !cheaper(cost, other);
+                j != i && f && no_dearer && k >= kept && (cheaper(other, cost) || k > kept)
+            });
+    }
+}
+
+/// The candidate to recommend: of the feasible, the cheapest within one
+/// point of the best share of needed items kept.
+pub fn recommend(candidates: &[Candidate]) -> Option<&Candidate> {
+    let feasible = || candidates.iter().filter(|c| c.infeasible == 0);
+    let best = feasible().map(|c| c.needed_kept).fold(f64::NAN, f64::max);
+    feasible()
+        .filter(|c| c.needed_kept >= best - 1.0)
+        .min_by(|a, b| a.usd.total_cmp(&b.usd).then(a.tokens.cmp(&b.tokens)))
+}

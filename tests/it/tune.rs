@@ -1,0 +1,126 @@
+//! `ctxlens tune`: candidates replayed over sessions, the front and the
+//! recommendation, on sessions built so the best policy is known.
+
+use std::path::Path;
+
+use ctxlens::analysis::ProjectionCache;
+use ctxlens::analysis::cost::Prices;
+use ctxlens::analysis::tune::{Candidate, Vary, grid, mark_front, recommend, score};
+use ctxlens::model::{Kind, SessionLog};
+
+use crate::common::*;
+
+/// A session whose every turn reads a file, and from turn 5 on reads again
+/// the file of five turns before: a policy keeps what is read again only
+/// when it keeps tool results five turns.
+fn rereading(turns: usize) -> SessionLog {
+    let mut b = LogBuilder::new();
+    let read = |b: &mut LogBuilder, n: usize| {
+        let id = format!("r{}", b.log.events.len());
+        let input = format!("{{\"file_path\":\"/src/f{n}.rs\"}}");
+        b.push(Kind::ToolCall, Some(("Read", &id)), &input);
+        b.push(
+            Kind::ToolResult,
+            Some(("Read", &id)),
+            &format!("fn f{n}() {{}} // {}", "x".repeat(400)),
+        );
+    };
+    for turn in 0..turns {
+        b.user(&format!("step {turn}"));
+        b.call();
+        read(&mut b, turn);
+        if turn >= 5 {
+            read(&mut b, turn - 5);
+        }
+        b.call();
+        b.say("done");
+    }
+    b.log
+}
+
+#[test]
+fn the_cheapest_policy_that_keeps_every_re_read_is_recommended() {
+    let sessions = [rereading(12), rereading(9)];
+    let vary = [Vary::parse("tool_results.keep_turns=1..10").unwrap()];
+    let prices = Prices::shipped();
+    let mut candidates: Vec<Candidate> = grid(&[], &vary)
+        .into_iter()
+        .map(|set| {
+            let mut cache = ProjectionCache::default();
+            let scores = sessions
+                .iter()
+                .map(|s| score(s, &set, &mut cache, &prices))
+                .collect();
+            Candidate::of(set, scores)
+        })
+        .collect();
+    mark_front(&mut candidates);
+    let kept = |turns: usize| candidates[turns - 1].needed_kept;
+    for turns in 1..5 {
+        assert!(kept(turns) < 99.0, "keep_turns={turns}: {}", kept(turns));
+    }
+    for turns in 5..=10 {
+        assert_eq!(kept(turns), 100.0, "keep_turns={turns}");
+    }
+    // Keeping more costs more: 5 is the cheapest that keeps all.
+    assert!(candidates[4].tokens < candidates[5].tokens);
+    let best = recommend(&candidates).unwrap();
+    assert_eq!(best.set, ["tool_results.keep_turns=5"]);
+    assert_eq!(best.policy, "[tool_results]\nkeep_turns = 5\n");
+    assert!(best.front);
+    assert!(!candidates[9].front, "dearer and keeping no more");
+}
+
+#[test]
+fn a_range_or_a_list_each_value_a_policy_takes() {
+    let v = Vary::parse("window.max_tokens=50000,100000").unwrap();
+    assert_eq!(v.values, ["50000", "100000"]);
+    assert!(Vary::parse("tool_results.keep_turns=5..1").is_err());
+    assert!(Vary::parse("tool_results.keep_turns").is_err());
+    let bad = Vary::parse("no_such.key=1..2").unwrap_err();
+    assert!(bad.contains("no_such.key"), "{bad}");
+    let presets = ["pipeline".to_string(), "tiered".to_string()];
+    assert_eq!(grid(&presets, &[v]).len(), 4);
+}
+
+/// End to end: the recommended policy written with -o is one `--policy` takes.
+#[test]
+fn tune_writes_the_recommended_policy_for_policy_to_take() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let out = dir.path().join("best.toml");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/forgot-deploy-key.db");
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .env("XDG_CACHE_HOME", dir.path())
+        .arg("tune")
+        .arg(&sample)
+        .args(["--vary", "tool_results.keep_turns=2..4", "--json", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(report["sessions"], 1);
+    assert_eq!(report["candidates"].as_array().unwrap().len(), 3);
+    let policy = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(report["recommended"]["policy"], policy.as_str());
+    let replay = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .env("XDG_CACHE_HOME", dir.path())
+        .arg("replay")
+        .arg(&sample)
+        .arg("--policy")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        replay.status.code().is_some_and(|c| c < 2),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+}
