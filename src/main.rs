@@ -135,6 +135,13 @@ enum Command {
         /// needed_kept, infeasible, front}], "recommended": {set, policy}}.
         #[arg(long)]
         json: bool,
+        /// Only the sessions whose id's hash falls in shard K of N (1 <= K <= N); with --json,
+        /// a partial result for --merge.
+        #[arg(long, value_name = "K/N")]
+        shard: Option<String>,
+        /// PATH... are shards' results (--shard K/N --json): merge them into one run's.
+        #[arg(long)]
+        merge: bool,
         /// Write the recommended policy here (TOML).
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
@@ -557,10 +564,20 @@ fn main() -> ExitCode {
                 vary,
                 presets,
                 json,
+                shard,
+                merge,
                 output,
             }),
             _,
-        ) => cli::tune::run(&paths, &vary, presets.as_deref(), json, output.as_deref()),
+        ) => cli::tune::run(&cli::tune::Ask {
+            paths: &paths,
+            vary: &vary,
+            presets: presets.as_deref(),
+            shard: shard.as_deref(),
+            merge,
+            as_json: json,
+            output: output.as_deref(),
+        }),
         (
             Some(Command::Findings {
                 log,

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::cost::Prices;
 use super::findings::repeats;
@@ -89,8 +89,9 @@ pub fn grid(presets: &[String], vary: &[Vary]) -> Vec<Vec<String>> {
 }
 
 /// What a candidate did to one session.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionScore {
+    pub session: String,
     /// Tokens sent, summed over the session's calls.
     pub tokens: u64,
     /// Dollars billed: the prefix kept from the call before as cache reads,
@@ -117,7 +118,10 @@ pub fn score(
         ..PolicyChoice::default()
     };
     let uses = repeats(session);
-    let mut score = SessionScore::default();
+    let mut score = SessionScore {
+        session: session.id().to_string(),
+        ..SessionScore::default()
+    };
     let mut previous = 0u64;
     let rates: HashMap<i64, _> = (session.calls.iter())
         .filter_map(|c| {
@@ -176,12 +180,15 @@ pub struct Candidate {
     pub infeasible: u64,
     /// Whether no feasible candidate is both cheaper and keeps as much.
     pub front: bool,
-    #[serde(skip)]
-    pub sessions: Vec<SessionScore>,
+    /// Each session's score, by session id: what shards' results merge by.
+    pub per_session: Vec<SessionScore>,
 }
 
 impl Candidate {
-    pub fn of(set: Vec<String>, sessions: Vec<SessionScore>) -> Candidate {
+    /// The candidate `set` over the sessions scored, summed in session
+    /// order, so a merge of shards sums as one run does.
+    pub fn of(set: Vec<String>, mut sessions: Vec<SessionScore>) -> Candidate {
+        sessions.sort_by(|a, b| a.session.cmp(&b.session));
         let uses: u64 = sessions.iter().map(|s| s.uses).sum();
         let kept: u64 = sessions.iter().map(|s| s.kept).sum();
         Candidate {
@@ -195,9 +202,26 @@ impl Candidate {
             infeasible: sessions.iter().filter(|s| s.over > 0).count() as u64,
             front: false,
             set,
-            sessions,
+            per_session: sessions,
         }
     }
+}
+
+/// Which of `n` shards (0-based) session `id` falls in: by a hash of its
+/// id that is the same on every machine and every run.
+pub fn shard_of(id: &str, n: u64) -> u64 {
+    (crate::model::hash(id) % u128::from(n.max(1))) as u64
+}
+
+/// Reads `K/N` (1 <= K <= N): the 0-based shard and the count.
+pub fn parse_shard(text: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("--shard {text}: not K/N with 1 <= K <= N");
+    let (k, n) = text.split_once('/').ok_or_else(bad)?;
+    let (k, n): (u64, u64) = (k.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+    if k == 0 || k > n {
+        return Err(bad());
+    }
+    Ok((k - 1, n))
 }
 
 /// The policy file a candidate's `KEY=VALUE` list makes: each key in its

@@ -10,7 +10,9 @@ use serde::Serialize;
 use super::{Outcome, print_json};
 use crate::analysis::ProjectionCache;
 use crate::analysis::cost::dollars;
-use crate::analysis::tune::{Candidate, Vary, grid, mark_front, recommend, score};
+use crate::analysis::tune::{
+    Candidate, Vary, grid, mark_front, parse_shard, recommend, score, shard_of,
+};
 use crate::display::{escape_line, thousands};
 use crate::model::Log;
 use crate::say;
@@ -29,13 +31,94 @@ struct Recommended<'a> {
     policy: &'a str,
 }
 
-pub fn run(
-    paths: &[PathBuf],
-    vary: &[String],
-    presets: Option<&str>,
-    as_json: bool,
-    output: Option<&Path>,
-) -> anyhow::Result<Outcome> {
+/// What `tune` was asked.
+pub struct Ask<'a> {
+    pub paths: &'a [PathBuf],
+    pub vary: &'a [String],
+    pub presets: Option<&'a str>,
+    pub shard: Option<&'a str>,
+    pub merge: bool,
+    pub as_json: bool,
+    pub output: Option<&'a Path>,
+}
+
+pub fn run(ask: &Ask) -> anyhow::Result<Outcome> {
+    let (mut scored, sessions) = match ask.merge {
+        true => merged(ask.paths)?,
+        false => tuned(ask)?,
+    };
+    mark_front(&mut scored);
+    let recommended = recommend(&scored);
+    if let (Some(path), Some(best)) = (ask.output, recommended) {
+        std::fs::write(path, &best.policy)
+            .map_err(|e| anyhow::anyhow!("{}: cannot write the policy: {e}", path.display()))?;
+    }
+    if ask.as_json {
+        print_json(&Report {
+            sessions,
+            shard: ask.shard.map(str::to_string),
+            candidates: &scored,
+            recommended: recommended.map(|c| Recommended {
+                set: &c.set,
+                policy: &c.policy,
+            }),
+        })?;
+    } else {
+        print(&scored, recommended, sessions, ask.output);
+    }
+    Ok(Outcome::Done)
+}
+
+/// The shards' results (`tune --shard K/N --json`) as one run's: each
+/// candidate's sessions together, summed again in session order.
+fn merged(paths: &[PathBuf]) -> anyhow::Result<(Vec<Candidate>, usize)> {
+    #[derive(serde::Deserialize)]
+    struct Part {
+        candidates: Vec<PartCandidate>,
+    }
+    #[derive(serde::Deserialize)]
+    struct PartCandidate {
+        set: Vec<String>,
+        per_session: Vec<crate::analysis::tune::SessionScore>,
+    }
+    let mut sets: Vec<Vec<String>> = Vec::new();
+    let mut scores: Vec<Vec<crate::analysis::tune::SessionScore>> = Vec::new();
+    for path in paths {
+        let text = crate::files::read_text(path, crate::files::SMALL, "a tune result")
+            .map_err(|e| anyhow::anyhow!("{}: cannot read it: {e}", path.display()))?;
+        let part: Part = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: not the JSON `tune --shard K/N --json` writes: {e}",
+                path.display()
+            )
+        })?;
+        for c in part.candidates {
+            match sets.iter().position(|s| *s == c.set) {
+                Some(at) => scores[at].extend(c.per_session),
+                None => {
+                    sets.push(c.set);
+                    scores.push(c.per_session);
+                }
+            }
+        }
+    }
+    let sessions = scores.first().map_or(0, Vec::len);
+    if scores.iter().any(|s| s.len() != sessions) {
+        anyhow::bail!(
+            "the results were not made with the same candidates: merge the shards of one run"
+        );
+    }
+    let candidates = sets
+        .into_iter()
+        .zip(scores)
+        .map(|(set, s)| Candidate::of(set, s))
+        .collect();
+    Ok((candidates, sessions))
+}
+
+/// Every candidate replayed over the corpus (or the shard of it asked).
+fn tuned(ask: &Ask) -> anyhow::Result<(Vec<Candidate>, usize)> {
+    let (paths, vary, presets) = (ask.paths, ask.vary, ask.presets);
     let vary: Vec<Vary> = vary
         .iter()
         .map(|v| Vary::parse(v))
@@ -50,9 +133,16 @@ pub fn run(
     for preset in &presets {
         crate::policy::PolicyBuilder::new().set(&format!("preset=\"{preset}\""))?;
     }
+    let shard = ask
+        .shard
+        .map(parse_shard)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let logs = corpus(paths)?;
-    let sessions: Vec<&crate::model::SessionLog> =
-        logs.iter().flat_map(|log| log.sessions.iter()).collect();
+    let sessions: Vec<&crate::model::SessionLog> = (logs.iter())
+        .flat_map(|log| log.sessions.iter())
+        .filter(|s| shard.is_none_or(|(k, n)| shard_of(s.id(), n) == k))
+        .collect();
     let prices = crate::config::prices()?;
     let candidates = grid(&presets, &vary);
     let bar = crate::display::progress(
@@ -60,7 +150,7 @@ pub fn run(
         "tuning {bar:30} {pos}/{len} candidate sessions {eta}",
         String::new(),
     );
-    let mut scored: Vec<Candidate> = candidates
+    let scored: Vec<Candidate> = candidates
         .into_par_iter()
         .map(|set| {
             let mut cache = ProjectionCache::default();
@@ -74,26 +164,7 @@ pub fn run(
         })
         .collect();
     bar.finish_and_clear();
-    mark_front(&mut scored);
-    let recommended = recommend(&scored);
-    if let (Some(path), Some(best)) = (output, recommended) {
-        std::fs::write(path, &best.policy)
-            .map_err(|e| anyhow::anyhow!("{}: cannot write the policy: {e}", path.display()))?;
-    }
-    if as_json {
-        print_json(&Report {
-            sessions: sessions.len(),
-            shard: None,
-            candidates: &scored,
-            recommended: recommended.map(|c| Recommended {
-                set: &c.set,
-                policy: &c.policy,
-            }),
-        })?;
-    } else {
-        print(&scored, recommended, sessions.len(), output);
-    }
-    Ok(Outcome::Done)
+    Ok((scored, sessions.len()))
 }
 
 /// The logs PATHs name: logs, transcripts (through the transcript cache),

@@ -124,3 +124,91 @@ fn tune_writes_the_recommended_policy_for_policy_to_take() {
         String::from_utf8_lossy(&replay.stderr)
     );
 }
+
+/// Four shards run through GNU parallel, merged, give the bytes of one run
+/// (the test skips, saying so, where GNU parallel is missing).
+#[test]
+fn four_shards_through_gnu_parallel_merge_into_one_runs_result() {
+    let parallel = std::process::Command::new("parallel")
+        .arg("--version")
+        .output();
+    if !parallel.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: GNU parallel is not installed (.ci/run installs it)");
+        return;
+    }
+    let dir = tempfile::TempDir::new().unwrap();
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions");
+    let corpus: Vec<String> = ["forgot-deploy-key.db", "tool-heavy.db", "two-sessions.db"]
+        .iter()
+        .map(|f| samples.join(f).display().to_string())
+        .collect();
+    let bin = env!("CARGO_BIN_EXE_ctxlens");
+    let cache = dir.path().join("cache");
+    let args = ["--vary", "tool_results.keep_turns=1..3", "--json"];
+    let one = std::process::Command::new(bin)
+        .env("XDG_CACHE_HOME", &cache)
+        .arg("tune")
+        .args(&corpus)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(
+        one.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    // parallel ctxlens tune CORPUS... --shard {}/4 --json '>' shard-{}.json ::: 1 2 3 4
+    let shards = std::process::Command::new("parallel")
+        .current_dir(dir.path())
+        .env("XDG_CACHE_HOME", &cache)
+        .arg(format!(
+            "{bin} tune {} {} --shard {{}}/4 > shard-{{}}.json",
+            corpus.join(" "),
+            args.join(" ")
+        ))
+        .args([":::", "1", "2", "3", "4"])
+        .output()
+        .unwrap();
+    assert!(
+        shards.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shards.stderr)
+    );
+    let merged = std::process::Command::new(bin)
+        .current_dir(dir.path())
+        .args([
+            "tune",
+            "--merge",
+            "shard-1.json",
+            "shard-2.json",
+            "shard-3.json",
+            "shard-4.json",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        merged.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(merged.stdout).unwrap(),
+        String::from_utf8(one.stdout).unwrap()
+    );
+    // Every session in exactly one shard.
+    let sessions: u64 = (1..=4)
+        .map(|k| {
+            let text = std::fs::read_to_string(dir.path().join(format!("shard-{k}.json"))).unwrap();
+            let part: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(part["shard"], format!("{k}/4"));
+            part["sessions"].as_u64().unwrap()
+        })
+        .sum();
+    assert_eq!(
+        sessions, 4,
+        "forgot-deploy-key, tool-heavy and two-sessions' two"
+    );
+}
