@@ -135,6 +135,10 @@ enum Command {
         /// needed_kept, infeasible, front}], "recommended": {set, policy}}.
         #[arg(long)]
         json: bool,
+        /// Facts that must stay: one `why --text` a line; a candidate keeps one where it is in
+        /// the context of every call after it appears.
+        #[arg(long, value_name = "FILE")]
+        keep: Option<PathBuf>,
         /// Only the sessions whose id's hash falls in shard K of N (1 <= K <= N); with --json,
         /// a partial result for --merge.
         #[arg(long, value_name = "K/N")]
@@ -564,6 +568,7 @@ fn main() -> ExitCode {
                 vary,
                 presets,
                 json,
+                keep,
                 shard,
                 merge,
                 output,
@@ -574,6 +579,7 @@ fn main() -> ExitCode {
             vary: &vary,
             presets: presets.as_deref(),
             shard: shard.as_deref(),
+            keep: keep.as_deref(),
             merge,
             as_json: json,
             output: output.as_deref(),

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cost::Prices;
 use super::findings::repeats;
+use super::why::{Fact, kept_throughout};
 use super::{PolicyChoice, ProjectionCache, each_call};
 use crate::engine::Status;
 use crate::model::SessionLog;
@@ -103,23 +104,37 @@ pub struct SessionScore {
     pub kept: u64,
     /// Calls sent more than the model takes: the candidate cannot run it.
     pub over: u64,
+    /// The facts to keep (`--keep`) the session holds, and of those, the
+    /// ones in the context of every call after they appear.
+    pub facts: u64,
+    pub facts_kept: u64,
 }
 
 /// Replays `session` under `set` (over each call's recorded policy) and
-/// scores it.
+/// scores it, with the facts to keep traced too.
 pub fn score(
     session: &SessionLog,
     set: &[String],
     cache: &mut ProjectionCache,
     prices: &Prices,
+    keep: &[Fact],
 ) -> SessionScore {
     let choice = PolicyChoice {
         sets: set.to_vec(),
         ..PolicyChoice::default()
     };
+    let mut facts = (0, 0);
+    for fact in keep {
+        if let Ok(Some(kept)) = kept_throughout(session, fact, &choice, cache) {
+            facts.0 += 1;
+            facts.1 += u64::from(kept);
+        }
+    }
     let uses = repeats(session);
     let mut score = SessionScore {
         session: session.id().to_string(),
+        facts: facts.0,
+        facts_kept: facts.1,
         ..SessionScore::default()
     };
     let mut previous = 0u64;
@@ -176,6 +191,9 @@ pub struct Candidate {
     pub usd: f64,
     /// The share of needed items kept, in percent (100 where none were needed).
     pub needed_kept: f64,
+    /// The share of the facts to keep (over the sessions holding each) kept
+    /// at every call after they appear, in percent (100 where none).
+    pub facts_kept: f64,
     /// Sessions it overflows (a call over what the model takes).
     pub infeasible: u64,
     /// Whether no feasible candidate is both cheaper and keeps as much.
@@ -191,14 +209,18 @@ impl Candidate {
         sessions.sort_by(|a, b| a.session.cmp(&b.session));
         let uses: u64 = sessions.iter().map(|s| s.uses).sum();
         let kept: u64 = sessions.iter().map(|s| s.kept).sum();
+        let facts: u64 = sessions.iter().map(|s| s.facts).sum();
+        let facts_kept: u64 = sessions.iter().map(|s| s.facts_kept).sum();
+        let share = |part: u64, all: u64| match all {
+            0 => 100.0,
+            n => part as f64 * 100.0 / n as f64,
+        };
         Candidate {
             policy: policy_file(&set),
             tokens: sessions.iter().map(|s| s.tokens).sum(),
             usd: sessions.iter().map(|s| s.usd).sum(),
-            needed_kept: match uses {
-                0 => 100.0,
-                n => kept as f64 * 100.0 / n as f64,
-            },
+            needed_kept: share(kept, uses),
+            facts_kept: share(facts_kept, facts),
             infeasible: sessions.iter().filter(|s| s.over > 0).count() as u64,
             front: false,
             set,
@@ -274,12 +296,15 @@ pub fn mark_front(candidates: &mut [Candidate]) {
     }
 }
 
-/// The candidate to recommend: of the feasible, the cheapest within one
-/// point of the best share of needed items kept.
+/// The candidate to recommend: of the feasible that keep as many of the
+/// facts to keep as any, the cheapest within one point of the best share
+/// of needed items kept.
 pub fn recommend(candidates: &[Candidate]) -> Option<&Candidate> {
     let feasible = || candidates.iter().filter(|c| c.infeasible == 0);
-    let best = feasible().map(|c| c.needed_kept).fold(f64::NAN, f64::max);
-    feasible()
+    let facts = feasible().map(|c| c.facts_kept).fold(f64::NAN, f64::max);
+    let keeping = || feasible().filter(|c| c.facts_kept >= facts);
+    let best = keeping().map(|c| c.needed_kept).fold(f64::NAN, f64::max);
+    keeping()
         .filter(|c| c.needed_kept >= best - 1.0)
         .min_by(|a, b| a.usd.total_cmp(&b.usd).then(a.tokens.cmp(&b.tokens)))
 }

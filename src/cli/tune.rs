@@ -37,6 +37,7 @@ pub struct Ask<'a> {
     pub vary: &'a [String],
     pub presets: Option<&'a str>,
     pub shard: Option<&'a str>,
+    pub keep: Option<&'a Path>,
     pub merge: bool,
     pub as_json: bool,
     pub output: Option<&'a Path>,
@@ -138,6 +139,7 @@ fn tuned(ask: &Ask) -> anyhow::Result<(Vec<Candidate>, usize)> {
         .map(parse_shard)
         .transpose()
         .map_err(anyhow::Error::msg)?;
+    let keep = facts(ask.keep)?;
     let logs = corpus(paths)?;
     let sessions: Vec<&crate::model::SessionLog> = (logs.iter())
         .flat_map(|log| log.sessions.iter())
@@ -157,7 +159,7 @@ fn tuned(ask: &Ask) -> anyhow::Result<(Vec<Candidate>, usize)> {
             let scores = (sessions.iter())
                 .map(|s| {
                     bar.inc(1);
-                    score(s, &set, &mut cache, &prices)
+                    score(s, &set, &mut cache, &prices, &keep)
                 })
                 .collect();
             Candidate::of(set, scores)
@@ -165,6 +167,22 @@ fn tuned(ask: &Ask) -> anyhow::Result<(Vec<Candidate>, usize)> {
         .collect();
     bar.finish_and_clear();
     Ok((scored, sessions.len()))
+}
+
+/// The facts of a `--keep` file: one `why --text` a line (blank lines and
+/// lines starting with `#` aside).
+fn facts(path: Option<&Path>) -> anyhow::Result<Vec<crate::analysis::why::Fact>> {
+    let Some(path) = path else {
+        return Ok(Vec::new());
+    };
+    let text = crate::files::read_text(path, crate::files::SMALL, "a file of facts to keep")
+        .map_err(|e| anyhow::anyhow!("{}: cannot read the facts to keep: {e}", path.display()))?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| crate::analysis::why::Fact::Texts(vec![l.to_string()]))
+        .collect())
 }
 
 /// The logs PATHs name: logs, transcripts (through the transcript cache),
@@ -194,29 +212,33 @@ fn corpus(paths: &[PathBuf]) -> anyhow::Result<Vec<Log>> {
 
 fn print(scored: &[Candidate], best: Option<&Candidate>, sessions: usize, output: Option<&Path>) {
     say!(
-        "{} candidates over {sessions} sessions (* on the front: none cheaper keeps as much)",
-        scored.len()
+        "{} candidate{} over {sessions} session{} (* on the front: none cheaper keeps as much)",
+        scored.len(),
+        if scored.len() == 1 { "" } else { "s" },
+        if sessions == 1 { "" } else { "s" }
     );
     say!(
-        "  {:>10} {:>12} {:>7} {:>10}  policy",
+        "  {:>10} {:>12} {:>7} {:>7} {:>10}  policy",
         "dollars",
         "tokens",
         "needed",
+        "facts",
         "overflows"
     );
     let mut order: Vec<&Candidate> = scored.iter().collect();
-    order.sort_by(|a, b| a.usd.total_cmp(&b.usd));
+    order.sort_by(|a, b| a.usd.total_cmp(&b.usd).then(a.tokens.cmp(&b.tokens)));
     for c in order {
         let set = match c.set.is_empty() {
             true => "(the recorded policies)".to_string(),
             false => c.set.join(" "),
         };
         say!(
-            "{} {:>10} {:>12} {:>6.1}% {:>10}  {}",
+            "{} {:>10} {:>12} {:>6.1}% {:>6.1}% {:>10}  {}",
             if c.front { "*" } else { " " },
             dollars(c.usd),
             thousands(c.tokens),
             c.needed_kept,
+            c.facts_kept,
             c.infeasible,
             escape_line(&set)
         );

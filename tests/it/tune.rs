@@ -49,7 +49,7 @@ fn the_cheapest_policy_that_keeps_every_re_read_is_recommended() {
             let mut cache = ProjectionCache::default();
             let scores = sessions
                 .iter()
-                .map(|s| score(s, &set, &mut cache, &prices))
+                .map(|s| score(s, &set, &mut cache, &prices, &[]))
                 .collect();
             Candidate::of(set, scores)
         })
@@ -211,4 +211,49 @@ fn four_shards_through_gnu_parallel_merge_into_one_runs_result() {
         sessions, 4,
         "forgot-deploy-key, tool-heavy and two-sessions' two"
     );
+}
+
+/// A fact to keep (`--keep`): only a candidate that keeps it at every call
+/// after it appears is recommended.
+#[test]
+fn a_fact_to_keep_decides_between_candidates() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let keep = dir.path().join("keep.txt");
+    std::fs::write(&keep, "# what the agent must not lose\ndeploy key\n").unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/forgot-deploy-key.db");
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .env("XDG_CACHE_HOME", dir.path())
+        .arg("tune")
+        .arg(&sample)
+        .args(["--presets", "pipeline,preserve-user", "--json", "--keep"])
+        .arg(&keep)
+        .output()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let kept: Vec<(String, f64)> = report["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["set"][0].as_str().unwrap().to_string(),
+                c["facts_kept"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            ("preset=\"pipeline\"".to_string(), 0.0),
+            ("preset=\"preserve-user\"".to_string(), 100.0)
+        ]
+    );
+    assert_eq!(report["recommended"]["set"][0], "preset=\"preserve-user\"");
 }

@@ -19,7 +19,7 @@ use regex::Regex;
 use serde::Serialize;
 
 pub use matcher::distinctive;
-pub use trace::{trace, trace_with};
+pub use trace::{kept_throughout, trace, trace_with};
 
 /// What the user is asking about.
 #[derive(Clone, Debug)]

@@ -151,6 +151,22 @@ pub fn trace_with(
 
 /// Every call's point, and each stretch of calls whose complete context
 /// lacked the fact after it appeared, with how it came back.
+/// Whether `fact` appears in `session` and, if it does, whether it is in
+/// the context of every call after it appears (a trace without its fixes).
+pub fn kept_throughout(
+    session: &SessionLog,
+    fact: &Fact,
+    choice: &PolicyChoice,
+    cache: &mut ProjectionCache,
+) -> Result<Option<bool>, String> {
+    // A fact no event holds is not this session's to keep.
+    let Ok((matcher, holders)) = resolve(fact, session) else {
+        return Ok(None);
+    };
+    let (_, stretches) = walk(session, &matcher, &holders, choice, cache)?;
+    Ok(Some(stretches.is_empty()))
+}
+
 fn walk(
     session: &SessionLog,
     matcher: &Matcher,
