@@ -103,6 +103,15 @@ fn merged(paths: &[PathBuf]) -> anyhow::Result<(Vec<Candidate>, usize)> {
             }
         }
     }
+    for list in &mut scores {
+        list.sort_by(|a, b| a.session.cmp(&b.session));
+        if let Some(twice) = list.windows(2).find(|w| w[0].session == w[1].session) {
+            anyhow::bail!(
+                "session {} is in two of the results: merge each shard once",
+                escape_line(&twice[0].session)
+            );
+        }
+    }
     let sessions = scores.first().map_or(0, Vec::len);
     if scores.iter().any(|s| s.len() != sessions) {
         anyhow::bail!(

@@ -211,6 +211,28 @@ fn four_shards_through_gnu_parallel_merge_into_one_runs_result() {
         sessions, 4,
         "forgot-deploy-key, tool-heavy and two-sessions' two"
     );
+    // A shard merged twice would count its sessions twice: refused.
+    let full = (1..=4)
+        .find(|k| {
+            let text = std::fs::read_to_string(dir.path().join(format!("shard-{k}.json"))).unwrap();
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()["sessions"] != 0
+        })
+        .unwrap();
+    let merged_twice = std::process::Command::new(bin)
+        .current_dir(dir.path())
+        .args([
+            "tune",
+            "--merge",
+            "shard-1.json",
+            "shard-2.json",
+            "shard-3.json",
+            "shard-4.json",
+        ])
+        .arg(format!("shard-{full}.json"))
+        .output()
+        .unwrap();
+    assert_eq!(merged_twice.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&merged_twice.stderr).contains("is in two of the results"));
 }
 
 /// A fact to keep (`--keep`): only a candidate that keeps it at every call
