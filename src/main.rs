@@ -135,6 +135,12 @@ enum Command {
         /// needed_kept, infeasible, front}], "recommended": {set, policy}}.
         #[arg(long)]
         json: bool,
+        /// How many candidates to sample (Latin hypercube) when the grid has more than 256.
+        #[arg(long, default_value_t = 64)]
+        samples: usize,
+        /// The seed of that sample: the same seed tries the same candidates.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
         /// Facts that must stay: one `why --text` a line; a candidate keeps one where it is in
         /// the context of every call after it appears.
         #[arg(long, value_name = "FILE")]
@@ -569,6 +575,8 @@ fn main() -> ExitCode {
                 presets,
                 json,
                 keep,
+                samples,
+                seed,
                 shard,
                 merge,
                 output,
@@ -580,6 +588,8 @@ fn main() -> ExitCode {
             presets: presets.as_deref(),
             shard: shard.as_deref(),
             keep: keep.as_deref(),
+            samples,
+            seed,
             merge,
             as_json: json,
             output: output.as_deref(),

@@ -89,6 +89,82 @@ pub fn grid(presets: &[String], vary: &[Vary]) -> Vec<Vec<String>> {
     grid
 }
 
+/// The most candidates a grid may have to be tried whole; a larger one is
+/// sampled (see `sample`).
+pub const GRID_MAX: usize = 256;
+
+/// The candidates to try: the whole grid where it has at most `GRID_MAX`,
+/// else `samples` of it by Latin hypercube, drawn with `seed` (each preset
+/// gets its share; each varied key's values are cut into as many strata as
+/// the preset's samples, each stratum used once, in an order the seed
+/// shuffles), so a run with the same seed tries the same candidates.
+pub fn candidates(
+    presets: &[String],
+    vary: &[Vary],
+    samples: usize,
+    seed: u64,
+) -> Vec<Vec<String>> {
+    let size = vary.iter().fold(presets.len().max(1), |n, v| {
+        n.saturating_mul(v.values.len())
+    });
+    if size <= GRID_MAX || vary.is_empty() {
+        return grid(presets, vary);
+    }
+    let mut rng = SplitMix(seed);
+    let heads: Vec<Vec<String>> = grid(presets, &[]);
+    let per = samples.div_ceil(heads.len()).max(1);
+    let mut out = Vec::new();
+    for head in heads {
+        // One shuffled stratum order per key.
+        let orders: Vec<Vec<usize>> = vary
+            .iter()
+            .map(|_| {
+                let mut order: Vec<usize> = (0..per).collect();
+                for i in (1..per).rev() {
+                    order.swap(i, rng.below(i as u64 + 1) as usize);
+                }
+                order
+            })
+            .collect();
+        for i in 0..per {
+            let mut set = head.clone();
+            for (v, order) in vary.iter().zip(&orders) {
+                // The stratum's value: a draw within its share of the values.
+                let m = v.values.len() as u64;
+                let (lo, hi) = (
+                    order[i] as u64 * m / per as u64,
+                    (order[i] as u64 + 1) * m / per as u64,
+                );
+                let at = lo + rng.below((hi - lo).max(1));
+                set.push(format!("{}={}", v.key, v.values[at.min(m - 1) as usize]));
+            }
+            if !out.contains(&set) {
+                out.push(set);
+            }
+        }
+    }
+    out
+}
+
+/// SplitMix64: a small generator whose draws are the same on every machine
+/// and in every version, so a seed names the same sample.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A draw in 0..n (n > 0).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
 /// What a candidate did to one session.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionScore {

@@ -11,7 +11,7 @@ use super::{Outcome, print_json};
 use crate::analysis::ProjectionCache;
 use crate::analysis::cost::dollars;
 use crate::analysis::tune::{
-    Candidate, Vary, grid, mark_front, parse_shard, recommend, score, shard_of,
+    Candidate, Vary, candidates, mark_front, parse_shard, recommend, score, shard_of,
 };
 use crate::display::{escape_line, thousands};
 use crate::model::Log;
@@ -38,6 +38,8 @@ pub struct Ask<'a> {
     pub presets: Option<&'a str>,
     pub shard: Option<&'a str>,
     pub keep: Option<&'a Path>,
+    pub samples: usize,
+    pub seed: u64,
     pub merge: bool,
     pub as_json: bool,
     pub output: Option<&'a Path>,
@@ -155,7 +157,7 @@ fn tuned(ask: &Ask) -> anyhow::Result<(Vec<Candidate>, usize)> {
         .filter(|s| shard.is_none_or(|(k, n)| shard_of(s.id(), n) == k))
         .collect();
     let prices = crate::config::prices()?;
-    let candidates = grid(&presets, &vary);
+    let candidates = candidates(&presets, &vary, ask.samples, ask.seed);
     let bar = crate::display::progress(
         Some((candidates.len() * sessions.len()) as u64),
         "tuning {bar:30} {pos}/{len} candidate sessions {eta}",

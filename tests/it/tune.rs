@@ -5,7 +5,9 @@ use std::path::Path;
 
 use ctxlens::analysis::ProjectionCache;
 use ctxlens::analysis::cost::Prices;
-use ctxlens::analysis::tune::{Candidate, Vary, grid, mark_front, recommend, score};
+use ctxlens::analysis::tune::{
+    Candidate, GRID_MAX, Vary, candidates, grid, mark_front, recommend, score,
+};
 use ctxlens::model::{Kind, SessionLog};
 
 use crate::common::*;
@@ -278,4 +280,32 @@ fn a_fact_to_keep_decides_between_candidates() {
         ]
     );
     assert_eq!(report["recommended"]["set"][0], "preset=\"preserve-user\"");
+}
+
+/// A grid too large to try whole is sampled by Latin hypercube: the same
+/// seed the same candidates, every stratum of each key's values used once.
+#[test]
+fn a_large_grid_is_sampled_the_same_for_a_seed() {
+    let vary = [
+        Vary::parse("tool_results.keep_turns=1..40").unwrap(),
+        Vary::parse("tool_results.keep_last=1..40").unwrap(),
+    ];
+    assert!(grid(&[], &vary).len() > GRID_MAX);
+    let a = candidates(&[], &vary, 20, 7);
+    assert_eq!(a, candidates(&[], &vary, 20, 7));
+    assert_ne!(a, candidates(&[], &vary, 20, 8));
+    assert_eq!(a.len(), 20);
+    // Each of the 20 strata of keep_turns (two values each) drawn once.
+    let mut strata: Vec<i64> = a
+        .iter()
+        .map(|set| {
+            let turns: i64 = set[0].split_once('=').unwrap().1.parse().unwrap();
+            (turns - 1) / 2
+        })
+        .collect();
+    strata.sort_unstable();
+    assert_eq!(strata, (0..20).collect::<Vec<_>>());
+    // A small grid is tried whole.
+    let small = [Vary::parse("tool_results.keep_turns=1..10").unwrap()];
+    assert_eq!(candidates(&[], &small, 3, 7).len(), 10);
 }
