@@ -254,6 +254,9 @@ fn print(scored: &[Candidate], best: Option<&Candidate>, sessions: usize, output
             escape_line(&set)
         );
     }
+    for line in chart(scored, best) {
+        say!("{line}");
+    }
     match best {
         Some(best) => {
             say!(
@@ -266,4 +269,76 @@ fn print(scored: &[Candidate], best: Option<&Candidate>, sessions: usize, output
         }
         None => say!("no candidate runs every session without overflowing a call"),
     }
+}
+
+/// The candidates as a small chart: cost across (dollars, or tokens where
+/// nothing is priced), needed items kept up; `*` on the front, `R` the
+/// recommended, `·` the others, `x` the infeasible.
+fn chart(scored: &[Candidate], best: Option<&Candidate>) -> Vec<String> {
+    const WIDTH: usize = 56;
+    const HEIGHT: usize = 10;
+    if scored.len() < 2 {
+        return Vec::new();
+    }
+    let priced = scored.iter().any(|c| c.usd > 0.0);
+    let cost = |c: &Candidate| if priced { c.usd } else { c.tokens as f64 };
+    let (lo, hi) = scored
+        .iter()
+        .map(cost)
+        .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    let (bottom, top) = scored
+        .iter()
+        .map(|c| c.needed_kept)
+        .fold((f64::MAX, f64::MIN), |(lo, hi), y| (lo.min(y), hi.max(y)));
+    let place = |value: f64, from: f64, to: f64, cells: usize| {
+        if to <= from {
+            0
+        } else {
+            (((value - from) / (to - from)) * (cells - 1) as f64).round() as usize
+        }
+    };
+    let mut grid = vec![vec![' '; WIDTH]; HEIGHT];
+    // The recommended one last, so it shows over any other in its cell.
+    let mut order: Vec<&Candidate> = scored.iter().collect();
+    order.sort_by_key(|c| best.is_some_and(|b| std::ptr::eq(*c, b)));
+    for c in order {
+        let x = place(cost(c), lo, hi, WIDTH);
+        let y = HEIGHT - 1 - place(c.needed_kept, bottom, top, HEIGHT);
+        grid[y][x] = match () {
+            _ if best.is_some_and(|b| std::ptr::eq(c, b)) => 'R',
+            _ if c.infeasible > 0 => 'x',
+            _ if c.front => '*',
+            _ => '·',
+        };
+    }
+    let mut lines = Vec::new();
+    for (i, row) in grid.into_iter().enumerate() {
+        let label = match i {
+            0 => format!("{top:>5.1}%"),
+            i if i == HEIGHT - 1 => format!("{bottom:>5.1}%"),
+            _ => String::new(),
+        };
+        lines.push(format!(
+            "{label:>6} │{}",
+            row.into_iter().collect::<String>()
+        ));
+    }
+    let ends = |v: f64| match priced {
+        true => dollars(v),
+        false => format!("{} tokens", thousands(v as u64)),
+    };
+    lines.push(format!("{:>6} └{}", "", "─".repeat(WIDTH)));
+    lines.push(format!(
+        "{:>8}{:<w$}{}",
+        "",
+        ends(lo),
+        ends(hi),
+        w = WIDTH.saturating_sub(ends(hi).chars().count())
+    ));
+    lines.push(format!(
+        "{:>8}needed items kept (up) against {} (across)",
+        "",
+        if priced { "dollars" } else { "tokens" }
+    ));
+    lines
 }

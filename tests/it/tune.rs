@@ -309,3 +309,30 @@ fn a_large_grid_is_sampled_the_same_for_a_seed() {
     let small = [Vary::parse("tool_results.keep_turns=1..10").unwrap()];
     assert_eq!(candidates(&[], &small, 3, 7).len(), 10);
 }
+
+/// The text ends on a chart of the candidates, the recommended one marked.
+#[test]
+fn the_text_charts_the_candidates() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/forgot-deploy-key.db");
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .env("XDG_CACHE_HOME", dir.path())
+        .arg("tune")
+        .arg(&sample)
+        .args(["--vary", "tool_results.keep_turns=1..4"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(run.stdout).unwrap();
+    let plot: Vec<&str> = text.lines().filter(|l| l.contains('│')).collect();
+    assert_eq!(plot.len(), 10, "{text}");
+    assert_eq!(plot.iter().filter(|l| l.contains('R')).count(), 1, "{text}");
+    assert!(
+        text.contains("needed items kept (up) against tokens (across)"),
+        "{text}"
+    );
+    assert!(
+        text.lines().last().unwrap().starts_with("recommended: "),
+        "{text}"
+    );
+}
