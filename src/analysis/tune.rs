@@ -63,6 +63,41 @@ impl Vary {
     }
 }
 
+/// The keys a TOML file varies: `KEY = "A..B"`, `KEY = [A, B, C]` (any
+/// values), or `KEY = "A,B"`, at the top or in tables (`[tool_results]
+/// keep_turns = "1..10"`).
+pub fn vary_file(text: &str) -> Result<Vec<Vary>, String> {
+    let table: toml::Table = text.parse().map_err(|e| format!("not TOML: {e}"))?;
+    let mut out = Vec::new();
+    let mut stack: Vec<(String, &toml::Table)> = vec![(String::new(), &table)];
+    while let Some((prefix, table)) = stack.pop() {
+        for (key, value) in table {
+            let key = match prefix.is_empty() {
+                true => key.clone(),
+                false => format!("{prefix}.{key}"),
+            };
+            let range = match value {
+                toml::Value::Table(inner) => {
+                    stack.push((key, inner));
+                    continue;
+                }
+                toml::Value::String(range) => range.clone(),
+                toml::Value::Array(values) => (values.iter())
+                    .map(|v| match v {
+                        toml::Value::String(s) => format!("\"{s}\""),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => other.to_string(),
+            };
+            out.push(Vary::parse(&format!("{key}={range}"))?);
+        }
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(out)
+}
+
 /// Every candidate of the grid: each preset (none given: the recorded
 /// policies' own), with every combination of the varied keys' values;
 /// each as the `KEY=VALUE` list that makes it, preset first.

@@ -11,7 +11,7 @@ use super::{Outcome, print_json};
 use crate::analysis::ProjectionCache;
 use crate::analysis::cost::dollars;
 use crate::analysis::tune::{
-    Candidate, Vary, candidates, mark_front, parse_shard, recommend, score, shard_of,
+    Candidate, Vary, candidates, mark_front, parse_shard, recommend, score, shard_of, vary_file,
 };
 use crate::display::{escape_line, thousands};
 use crate::model::Log;
@@ -131,11 +131,20 @@ fn merged(paths: &[PathBuf]) -> anyhow::Result<(Vec<Candidate>, usize)> {
 /// Every candidate replayed over the corpus (or the shard of it asked).
 fn tuned(ask: &Ask) -> anyhow::Result<(Vec<Candidate>, usize)> {
     let (paths, vary, presets) = (ask.paths, ask.vary, ask.presets);
-    let vary: Vec<Vary> = vary
-        .iter()
-        .map(|v| Vary::parse(v))
-        .collect::<Result<_, _>>()
-        .map_err(anyhow::Error::msg)?;
+    // KEY=RANGE, or a TOML file of them.
+    let mut varied: Vec<Vary> = Vec::new();
+    for v in vary {
+        let path = Path::new(v);
+        if !v.contains('=') && path.is_file() {
+            let text = crate::files::read_text(path, crate::files::SMALL, "a file of ranges")
+                .map_err(|e| anyhow::anyhow!("{}: cannot read the ranges: {e}", path.display()))?;
+            let file = vary_file(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            varied.extend(file);
+        } else {
+            varied.push(Vary::parse(v).map_err(anyhow::Error::msg)?);
+        }
+    }
+    let vary = varied;
     let presets: Vec<String> = presets
         .into_iter()
         .flat_map(|p| p.split(','))

@@ -6,7 +6,7 @@ use std::path::Path;
 use ctxlens::analysis::ProjectionCache;
 use ctxlens::analysis::cost::Prices;
 use ctxlens::analysis::tune::{
-    Candidate, GRID_MAX, Vary, candidates, grid, mark_front, recommend, score,
+    Candidate, GRID_MAX, Vary, candidates, grid, mark_front, recommend, score, vary_file,
 };
 use ctxlens::model::{Kind, SessionLog};
 
@@ -335,4 +335,22 @@ fn the_text_charts_the_candidates() {
         text.lines().last().unwrap().starts_with("recommended: "),
         "{text}"
     );
+}
+
+/// Ranges from a TOML file: a range, a list, keys in their tables.
+#[test]
+fn ranges_from_a_toml_file() {
+    let vary =
+        vary_file("[tool_results]\nkeep_turns = \"1..3\"\nmode = [\"age\", \"count\"]\n").unwrap();
+    let keys: Vec<(&str, usize)> = vary
+        .iter()
+        .map(|v| (v.key.as_str(), v.values.len()))
+        .collect();
+    assert_eq!(
+        keys,
+        [("tool_results.keep_turns", 3), ("tool_results.mode", 2)]
+    );
+    assert_eq!(grid(&[], &vary).len(), 6);
+    let bad = vary_file("[tool_results]\nkeep_turns = \"ten\"\n").unwrap_err();
+    assert!(bad.contains("tool_results.keep_turns"), "{bad}");
 }
