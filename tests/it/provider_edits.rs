@@ -3,10 +3,9 @@
 //! thinking context editing clears, the fixes `why` offers, OpenAI's
 //! standalone compaction and its opaque item's size.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use assert_cmd::Command;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::{Value, json};
@@ -16,37 +15,11 @@ use ctxlens::log::Store;
 use ctxlens::tui::app::{App, Control, Mode};
 use ctxlens::tui::render::{self, Theme};
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/recordings/{name}.json"))
-}
+use super::providers::{fixture, import, run};
 
-/// `ctxlens ARGS`: its exit status and stdout.
-fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::cargo_bin("ctxlens")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-    )
-}
-
+/// A `--json` command's output.
 fn json_of(args: &[&str]) -> Value {
-    let (_, out) = run(args);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
-
-/// The recording `src` imported as `format` into a log in `dir`.
-fn import(format: &str, src: &Path, dir: &TempDir) -> String {
-    let log = dir.path().join(format!("{format}.db"));
-    let log = log.to_str().unwrap().to_string();
-    let (code, _) = run(&["import", format, src.to_str().unwrap(), "-o", &log]);
-    assert_eq!(code, 0);
-    log
+    super::providers::json_of(args).1
 }
 
 /// The inspector on `log`, at call `id`.

@@ -14,12 +14,12 @@ use ctxlens::analysis::cost::{self, Prices};
 use ctxlens::model::{Kind, Usage};
 use ctxlens::policy::CostPolicy;
 
-fn fixture(name: &str) -> PathBuf {
+pub(super) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/recordings/{name}.json"))
 }
 
 /// `ctxlens ARGS`: its exit status and stdout.
-fn run(args: &[&str]) -> (i32, String) {
+pub(super) fn run(args: &[&str]) -> (i32, String) {
     let out = Command::cargo_bin("ctxlens")
         .unwrap()
         .args(args)
@@ -33,7 +33,7 @@ fn run(args: &[&str]) -> (i32, String) {
     )
 }
 
-fn json_of(args: &[&str]) -> (i32, Value) {
+pub(super) fn json_of(args: &[&str]) -> (i32, Value) {
     let (code, out) = run(args);
     (
         code,
@@ -41,9 +41,10 @@ fn json_of(args: &[&str]) -> (i32, Value) {
     )
 }
 
-/// The recording `src` imported as `format` into a log in `dir`.
-fn import(format: &str, src: &Path, dir: &TempDir) -> String {
-    let log = dir.path().join("log.db");
+/// The recording `src` imported as `format` into a log in `dir`, named
+/// after the format.
+pub(super) fn import(format: &str, src: &Path, dir: &TempDir) -> String {
+    let log = dir.path().join(format!("{format}.db"));
     let log = log.to_str().unwrap().to_string();
     let (code, _) = run(&["import", format, src.to_str().unwrap(), "-o", &log]);
     assert_eq!(code, 0);
