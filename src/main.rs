@@ -114,13 +114,15 @@ enum Command {
     },
     /// The policy that would have cost least without losing what the agent needed, over a corpus.
     ///
-    /// Replays every session of PATH... (logs, transcripts, or folders of them) under each
-    /// candidate: each preset of --presets (none: the recorded policies), with every combination
-    /// of the --vary ranges. Scores each by tokens sent, dollars billed with the provider's
-    /// prompt cache modelled, the share of needed items it kept (a tool call repeating an earlier
-    /// one: was the earlier result still there whole) and the sessions it overflows; marks the
-    /// front, and recommends the cheapest feasible candidate within one point of the best share
-    /// kept, written with -o as a policy file --policy takes.
+    /// Replays every session of PATH... (logs, transcripts, or folders of them; a subagent with
+    /// the session that started it) under each candidate: each preset of --presets (none: the
+    /// recorded policies), with every combination of the --vary ranges. Scores each by tokens
+    /// sent and dollars as replay and stats count them under it, the share of needed items it
+    /// kept (what each call's own output used from earlier: a tool call's earlier result, a name
+    /// from an earlier event), the findings it avoids and adds against the recorded policies,
+    /// and the sessions it overflows; marks the front, and recommends the cheapest feasible
+    /// candidate within one point of the best share kept (or as --prefer says), written with -o
+    /// as a policy file --policy takes.
     Tune {
         /// Logs, transcripts, or folders of them.
         #[arg(required = true)]
@@ -132,9 +134,15 @@ enum Command {
         #[arg(long)]
         presets: Option<String>,
         /// Print JSON: {"sessions", "shard", "candidates": [{set, policy, tokens, usd,
-        /// needed_kept, infeasible, front}], "recommended": {set, policy}}.
+        /// needed_kept, facts_kept, infeasible, front, findings_avoided, findings_added, worst,
+        /// per_session}], "recommended": {set, policy}}.
         #[arg(long)]
         json: bool,
+        /// Which candidate to recommend: within=N (the cheapest within N points of the best
+        /// share of needed items kept; within=1 by default), cheapest, or needed (the most kept,
+        /// then the cheapest).
+        #[arg(long, value_name = "RULE")]
+        prefer: Option<String>,
         /// How many candidates to sample (Latin hypercube) when the grid has more than 256.
         #[arg(long, default_value_t = 64)]
         samples: usize,
@@ -574,6 +582,7 @@ fn main() -> ExitCode {
                 vary,
                 presets,
                 json,
+                prefer,
                 keep,
                 samples,
                 seed,
@@ -586,6 +595,7 @@ fn main() -> ExitCode {
             paths: &paths,
             vary: &vary,
             presets: presets.as_deref(),
+            prefer: prefer.as_deref(),
             shard: shard.as_deref(),
             keep: keep.as_deref(),
             samples,

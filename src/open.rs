@@ -20,12 +20,22 @@ pub fn load(path: &Path) -> anyhow::Result<Log> {
     Ok(open(path)?.load()?)
 }
 
+/// `load` without a spinner while a transcript is imported: for many
+/// imported at once under one progress bar.
+pub fn load_quietly(path: &Path) -> anyhow::Result<Log> {
+    Ok(open_with(path, false)?.load()?)
+}
+
 /// The log at `path`; or, for another tool's transcript, its import in the
 /// user's cache (made again only when the transcript changed), whose
 /// errors name the transcript.
 pub fn open(path: &Path) -> anyhow::Result<Store> {
+    open_with(path, true)
+}
+
+fn open_with(path: &Path, spinner: bool) -> anyhow::Result<Store> {
     if path.exists() && !is_log(path) && import::detect(path).is_ok() {
-        let cached = cached(path)?;
+        let cached = cached_with(path, spinner)?;
         return Store::open(&cached)
             .with_context(|| format!("{}: its import cannot be read", path.display()));
     }
@@ -61,11 +71,18 @@ pub fn transcript(src: &Path, follow: bool) -> anyhow::Result<PathBuf> {
 /// The import of `src` in the cache, made first when it is not there (its
 /// warnings on stderr).
 pub fn cached(src: &Path) -> anyhow::Result<PathBuf> {
+    cached_with(src, true)
+}
+
+fn cached_with(src: &Path, spinner: bool) -> anyhow::Result<PathBuf> {
     let format = import::detect(src)?;
     let cached = import::cache_path(src)?;
     if !cached.exists() {
         std::fs::create_dir_all(crate::paths::cache_dir())?;
-        let report = import_showing_progress(format, src, &cached)?;
+        let report = match spinner {
+            true => import_showing_progress(format, src, &cached)?,
+            false => import::read(format, src).and_then(|imported| imported.write(&cached))?,
+        };
         for warning in &report.warnings {
             say_err!("ctxlens: {warning}");
         }

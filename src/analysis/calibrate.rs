@@ -518,30 +518,38 @@ impl SessionFit {
             .map(|g| g.tokens)
     }
 
-    /// [`count`](Self::count) with the line it used.
+    /// [`count`](Self::count) with the line it used. A session too short
+    /// to fit still has what its calls reported: the recorded context's
+    /// figure, and another policy's anchored on it token for token.
     pub fn note(&self, id: i64, estimate: u64, recorded: bool) -> Option<Note> {
-        let fit = self.fit.as_ref().ok()?;
         let index = self.points.binary_search_by_key(&id, |p| p.call).ok()?;
         let point = &self.points[index];
-        let segment = &fit.segments[fit.segment_of[index]];
         let estimate = estimate as f64;
+        let (prefix, ratio, from) = match &self.fit {
+            Ok(fit) => {
+                let segment = &fit.segments[fit.segment_of[index]];
+                (
+                    segment.unseen_prefix,
+                    segment.token_ratio,
+                    segment.from_call,
+                )
+            }
+            Err(_) => {
+                let r = reported(point)?;
+                (r - point.estimate, 1.0, point.call)
+            }
+        };
         let (tokens, source) = match reported(point) {
             Some(r) if recorded => (r, Source::Reported),
-            Some(r) => (
-                r + segment.token_ratio * (estimate - point.estimate),
-                Source::Anchored,
-            ),
-            None => (
-                segment.unseen_prefix + segment.token_ratio * estimate,
-                Source::Fit,
-            ),
+            Some(r) => (r + ratio * (estimate - point.estimate), Source::Anchored),
+            None => (prefix + ratio * estimate, Source::Fit),
         };
         Some(Note {
             tokens: tokens.max(0.0).round() as u64,
             source,
-            unseen_prefix: segment.unseen_prefix,
-            token_ratio: segment.token_ratio,
-            segment_from_call: segment.from_call,
+            unseen_prefix: prefix,
+            token_ratio: ratio,
+            segment_from_call: from,
         })
     }
 }

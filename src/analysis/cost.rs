@@ -5,7 +5,7 @@
 //! cost (the cache rewritten after it, the summarizer's calls, kept with its
 //! summaries or made in a session of their own) and kept out.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -271,12 +271,17 @@ pub struct CompactionCost {
 }
 
 /// Prices every call of `session` that `replays` holds (in call order, as
-/// `replay` gives them), with `counts` for what each call could have sent.
+/// `replay` gives them), with `counts` for what each call could have sent:
+/// a call of `billed` the provider reported usage for at that usage (what
+/// the recorded context cost; see `billed_calls`), every other from its
+/// projection (what the policy would have sent, as the calibrated counts
+/// say).
 pub fn session(
     session: &SessionLog,
     replays: &[CallReplay],
     counts: &Counts,
     prices: &Prices,
+    billed: &HashSet<i64>,
     policy_of: impl Fn(&ModelCall) -> CostPolicy,
 ) -> (Vec<CallCost>, SessionCost) {
     // Tokens of the history up to each event: what a call saw.
@@ -303,9 +308,8 @@ pub fn session(
         let new_tokens = seen_now.saturating_sub(previous_seen);
         previous_seen = seen_now;
         // Our estimates in the provider's tokens, where the session calibrates
-        // them: a context is the unseen prefix plus ratio x its estimate; a
-        // difference of contexts, ratio x the difference.
-        let (prefix, ratio) = counts.line(call.id).unwrap_or((0.0, 1.0));
+        // them: a difference of contexts is ratio x the difference.
+        let ratio = counts.line(call.id).map_or(1.0, |(_, ratio)| ratio);
         let scaled = |tokens: u64| (tokens as f64 * ratio).round() as u64;
         let mut cost = CallCost {
             call: call.id,
@@ -323,18 +327,19 @@ pub fn session(
             continue;
         };
         session_rates.get_or_insert(rates);
-        let tokens = match Tokens::billed(&call.usage) {
+        let tokens = match Tokens::billed(&call.usage).filter(|_| billed.contains(&call.id)) {
             Some(tokens) => {
                 cost.source = CostSource::Billed;
                 tokens
             }
             None => {
+                // What changed since the call before is written; the rest,
+                // the unseen prefix too, read from the cache.
                 let sent = replay.calibrated_tokens.unwrap_or(replay.total_tokens);
                 let reused = replay.prefix_reused_tokens;
-                let read = if reused > 0 {
-                    (prefix.max(0.0).round() as u64 + scaled(reused)).min(sent)
-                } else {
-                    0
+                let read = match reused {
+                    0 => 0,
+                    _ => sent.saturating_sub(scaled(replay.total_tokens.saturating_sub(reused))),
                 };
                 let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
                 let u = call.usage;

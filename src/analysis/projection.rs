@@ -7,7 +7,7 @@
 //! counts, then hands the counts its lines: the fitting itself
 //! (`calibrate`) only does arithmetic on the points gathered here.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -67,9 +67,15 @@ pub struct ProjectionCache {
     raw: bool,
     /// The cache whose counts carry no calibration, kept for the next fit.
     uncalibrated: Option<Box<ProjectionCache>>,
+    /// Each session's fit, with the sizes it was made at (events, calls,
+    /// summaries): a walk of its own, made again only when the log grew.
+    fits: HashMap<String, (Sizes, Arc<SessionFit>)>,
     /// Ticked once per call projected by [`each_call`] (replay's progress bar).
     pub progress: Option<indicatif::ProgressBar>,
 }
+
+/// A session's events, calls and summaries, counted.
+type Sizes = (usize, usize, usize);
 
 /// The states before a session's calls (call id, state), made from this many events.
 type Walked = (usize, Vec<(i64, State)>);
@@ -102,6 +108,7 @@ impl ProjectionCache {
     pub fn fork(&self) -> ProjectionCache {
         ProjectionCache {
             counts: self.counts.clone(),
+            fits: self.fits.clone(),
             raw: self.raw,
             uncalibrated: self.uncalibrated.as_ref().map(|raw| Box::new(raw.fork())),
             ..ProjectionCache::default()
@@ -153,6 +160,41 @@ impl ProjectionCache {
             .insert(key.to_string(), Arc::clone(&policy));
         Ok(policy)
     }
+}
+
+/// The calls of `session` its provider's reported usage prices under
+/// `choice`: every call under the recorded policies; under a policy chosen,
+/// the calls it gives the policy they were recorded under, prices (`[cost]`)
+/// aside, since it sends them what was sent. The others are priced from
+/// their projection.
+pub fn billed_calls(
+    session: &SessionLog,
+    choice: &PolicyChoice,
+    cache: &mut ProjectionCache,
+) -> HashSet<i64> {
+    let recorded = PolicyChoice::default();
+    let mut same: HashMap<Option<&str>, bool> = HashMap::new();
+    let mut out = HashSet::new();
+    for call in &session.calls {
+        let as_sent = choice.is_recorded()
+            || *same.entry(call.policy.as_deref()).or_insert_with(|| {
+                let chosen = cache.shared_policy(choice, call);
+                let sent = cache.shared_policy(&recorded, call);
+                chosen.is_ok_and(|chosen| {
+                    sent.is_ok_and(|sent| {
+                        let priced_alike = Policy {
+                            cost: sent.cost.clone(),
+                            ..Policy::clone(&chosen)
+                        };
+                        priced_alike == *sent
+                    })
+                })
+            });
+        if as_sent {
+            out.insert(call.id);
+        }
+    }
+    out
 }
 
 /// Projects every call of `session` in id order with the summary state carried,
@@ -252,8 +294,22 @@ fn walk_to<'a>(
 /// policy) against the input its provider reported. A compaction since the
 /// call before (a compaction event, or another summary in force) starts a
 /// segment.
-pub fn calibration(session: &SessionLog, cache: &mut ProjectionCache) -> SessionFit {
-    cache.uncalibrated(|raw| fit_session(session, &PolicyChoice::default(), raw))
+pub fn calibration(session: &SessionLog, cache: &mut ProjectionCache) -> Arc<SessionFit> {
+    let sizes = (
+        session.events.len(),
+        session.calls.len(),
+        session.summaries.len(),
+    );
+    if let Some((made, fit)) = cache.fits.get(session.id())
+        && *made == sizes
+    {
+        return Arc::clone(fit);
+    }
+    let fit =
+        Arc::new(cache.uncalibrated(|raw| fit_session(session, &PolicyChoice::default(), raw)));
+    let id = session.id().to_string();
+    cache.fits.insert(id, (sizes, Arc::clone(&fit)));
+    fit
 }
 
 /// The fitted line of each call of `session`, by id, for counts in
@@ -290,9 +346,10 @@ fn fit_session(
     choice: &PolicyChoice,
     cache: &mut ProjectionCache,
 ) -> SessionFit {
-    // Too little usage to fit: say so without projecting anything.
+    // No usage at all: say so without projecting anything. Too little to
+    // fit still gives the points its reported calls are anchored on.
     let calls = with_usage(session);
-    if calls < MIN_CALLS {
+    if calls == 0 {
         return SessionFit {
             points: Vec::new(),
             fit: Err(too_few(calls)),
@@ -328,6 +385,9 @@ fn fit_session(
         });
         ControlFlow::Continue(())
     });
-    let fit = calibrate::fit(&points);
+    let fit = match calls < MIN_CALLS {
+        true => Err(too_few(calls)),
+        false => calibrate::fit(&points),
+    };
     SessionFit { points, fit }
 }

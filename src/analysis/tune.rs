@@ -4,18 +4,18 @@
 //! the needed items it kept, and the sessions it overflowed; the front of
 //! the best trade-offs and the policy to recommend (docs/contract.md, tune).
 
-use std::collections::HashMap;
-use std::ops::ControlFlow;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::cost::Prices;
-use super::findings::repeats;
+use super::cost::{self, Prices};
+use super::findings::{self, Finding, FindingKind, Needed, Scope};
+use super::replay::CallReplay;
 use super::why::{Fact, kept_throughout};
-use super::{PolicyChoice, ProjectionCache, each_call};
-use crate::engine::Status;
-use crate::model::SessionLog;
-use crate::policy::PolicyBuilder;
+use super::{PolicyChoice, ProjectionCache, billed_calls};
+use crate::model::{Log, ModelCall, SessionLog};
+use crate::policy::{CostPolicy, PolicyBuilder};
+use crate::tokens::Encoding;
 
 /// A key varied over values: `tool_results.keep_turns=1..10` (every
 /// integer from 1 to 10) or `window.max_tokens=50000,100000`.
@@ -200,17 +200,176 @@ impl SplitMix {
     }
 }
 
-/// What a candidate did to one session.
+/// A unit of the corpus, scored as one: a session with the sessions it
+/// started (its subagents, the sessions that summarized for it), under the
+/// id of the session that started them all.
+pub struct Unit<'a> {
+    pub id: String,
+    pub members: Vec<Member<'a>>,
+}
+
+/// One session of a unit.
+pub struct Member<'a> {
+    pub session: &'a SessionLog,
+    /// Which of the corpus' logs it is in (each log's projections are cached
+    /// apart: two logs may name a session alike).
+    pub log: usize,
+    /// The sessions whose calls summarized for its compactions: their
+    /// billed usage is its compactions' cost, as `stats` counts it.
+    pub summarizers: Vec<&'a SessionLog>,
+    /// Whether it is such a summarizer: its calls are counted there.
+    pub summarizes: bool,
+}
+
+/// What scoring a unit's sessions needs whatever the candidate: what each
+/// call's output used, and the findings under the recorded policies.
+pub struct Prepared {
+    needed: Vec<Needed>,
+    recorded: Vec<Vec<FindingKey>>,
+    /// The recorded policy most of the unit's calls have (as recorded).
+    policy: Option<String>,
+}
+
+/// A finding as it is compared across policies: its kind, call and evidence.
+type FindingKey = (FindingKind, i64, Vec<i64>);
+
+/// The corpus' sessions as units: each subagent or summarizer with the
+/// session that started it (through any depth, in any of the logs), in the
+/// logs' order. A unit's id is its first session's, or, where another log
+/// has a session of that id too, the log's name (`names`) and the id.
+pub fn units<'a>(logs: &'a [Log], names: &[String]) -> Vec<Unit<'a>> {
+    let mut parent: HashMap<&str, String> = HashMap::new();
+    let mut logs_of: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (n, log) in logs.iter().enumerate() {
+        for s in &log.sessions {
+            logs_of.entry(s.id()).or_default().push(n);
+            if let Some(p) = log.parent_of(s).filter(|p| p != s.id()) {
+                parent.insert(s.id(), p);
+            }
+        }
+    }
+    let root = |id: &str| {
+        let mut at = id.to_string();
+        for _ in 0..32 {
+            match parent.get(at.as_str()) {
+                Some(p) => at = p.clone(),
+                None => break,
+            }
+        }
+        at
+    };
+    let mut units: Vec<Unit<'a>> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for (n, log) in logs.iter().enumerate() {
+        let summarizers = cost::summarizer_sessions(log);
+        let summarizes: Vec<usize> = summarizers.values().flatten().copied().collect();
+        for (ix, s) in log.sessions.iter().enumerate() {
+            let top = root(s.id());
+            let id = match logs_of.get(top.as_str()).is_some_and(|l| l.len() > 1) {
+                true => format!("{}#{top}", names.get(n).map_or("", String::as_str)),
+                false => top,
+            };
+            let member = Member {
+                session: s,
+                log: n,
+                summarizers: (summarizers.get(s.id()).into_iter().flatten())
+                    .map(|&i| &log.sessions[i])
+                    .collect(),
+                summarizes: summarizes.contains(&ix),
+            };
+            match at.get(&id) {
+                Some(&u) => units[u].members.push(member),
+                None => {
+                    at.insert(id.clone(), units.len());
+                    units.push(Unit {
+                        id,
+                        members: vec![member],
+                    });
+                }
+            }
+        }
+    }
+    units
+}
+
+impl Unit<'_> {
+    /// What every candidate's score of the unit needs, made once: one walk
+    /// of each session under its recorded policies.
+    pub fn prepare(&self, caches: &mut Caches, prices: &Prices) -> Prepared {
+        let recorded = PolicyChoice::default();
+        let mut policies: HashMap<&str, usize> = HashMap::new();
+        for call in self.members.iter().flat_map(|m| &m.session.calls) {
+            *policies
+                .entry(call.policy.as_deref().unwrap_or(""))
+                .or_default() += 1;
+        }
+        let policy = (policies.into_iter())
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+            .map(|(p, _)| p.to_string())
+            .filter(|p| !p.is_empty());
+        Prepared {
+            needed: self
+                .members
+                .iter()
+                .map(|m| Needed::new(m.session))
+                .collect(),
+            recorded: (self.members.iter())
+                .map(|m| {
+                    let scope = Scope {
+                        session: m.session,
+                        choice: &recorded,
+                        prices,
+                        fixes: false,
+                    };
+                    keys(&findings::of_session(&scope, caches.of(m.log)))
+                })
+                .collect(),
+            policy,
+        }
+    }
+}
+
+/// Each finding as it is compared, sorted.
+fn keys(found: &[Finding]) -> Vec<FindingKey> {
+    let mut keys: Vec<FindingKey> = (found.iter())
+        .map(|f| (f.kind, f.call, f.seqs.clone()))
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// Counts into `tally`, by kind, the findings of `these` that `others`
+/// (sorted) has not.
+fn count_missing(tally: &mut BTreeMap<String, u64>, these: &[FindingKey], others: &[FindingKey]) {
+    for key in these.iter().filter(|k| others.binary_search(k).is_err()) {
+        *tally.entry(key.0.name().to_string()).or_default() += 1;
+    }
+}
+
+/// A projection cache for each log of the corpus, made as it is first asked.
+#[derive(Default)]
+pub struct Caches(HashMap<usize, ProjectionCache>);
+
+impl Caches {
+    pub fn of(&mut self, log: usize) -> &mut ProjectionCache {
+        self.0.entry(log).or_default()
+    }
+}
+
+/// What a candidate did to one unit of the corpus.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionScore {
     pub session: String,
-    /// Tokens sent, summed over the session's calls.
+    /// Tokens sent, summed over the calls: each as `replay` counts it
+    /// (calibrated where the session allows).
     pub tokens: u64,
-    /// Dollars billed: the prefix kept from the call before as cache reads,
-    /// the rest as cache writes, the reported output as output.
+    /// Dollars as `stats` prices them under the candidate: each call from
+    /// its projection (the prefix kept from the call before as cache reads,
+    /// the rest as cache writes, the reported output as output), billed as
+    /// reported under the recorded policies; summarizers' calls as billed.
     pub usd: f64,
-    /// Uses of earlier results (a tool call repeating an earlier one), and
-    /// of those, the ones whose result the candidate kept whole at the call.
+    /// Uses of earlier events by the calls' own output (a repeated tool
+    /// call, a name), and of those, the ones the candidate kept in context.
     pub uses: u64,
     pub kept: u64,
     /// Calls sent more than the model takes: the candidate cannot run it.
@@ -219,14 +378,22 @@ pub struct SessionScore {
     /// ones in the context of every call after they appear.
     pub facts: u64,
     pub facts_kept: u64,
+    /// Findings under the recorded policies it has not, and findings it
+    /// has that they have not, by kind.
+    pub avoided: BTreeMap<String, u64>,
+    pub added: BTreeMap<String, u64>,
+    /// The recorded policy most of its calls have (its JSON; none recorded:
+    /// null): what the candidate's policy file is written over.
+    pub recorded_policy: Option<String>,
 }
 
-/// Replays `session` under `set` (over each call's recorded policy) and
+/// Replays `unit` under `set` (over each call's recorded policy) and
 /// scores it, with the facts to keep traced too.
 pub fn score(
-    session: &SessionLog,
+    unit: &Unit,
+    prepared: &Prepared,
     set: &[String],
-    cache: &mut ProjectionCache,
+    caches: &mut Caches,
     prices: &Prices,
     keep: &[Fact],
 ) -> SessionScore {
@@ -234,69 +401,89 @@ pub fn score(
         sets: set.to_vec(),
         ..PolicyChoice::default()
     };
-    let mut facts = (0, 0);
-    for fact in keep {
-        if let Ok(Some(kept)) = kept_throughout(session, fact, &choice, cache) {
-            facts.0 += 1;
-            facts.1 += u64::from(kept);
-        }
-    }
-    let uses = repeats(session);
     let mut score = SessionScore {
-        session: session.id().to_string(),
-        facts: facts.0,
-        facts_kept: facts.1,
+        session: unit.id.clone(),
+        recorded_policy: prepared.policy.clone(),
         ..SessionScore::default()
     };
-    let mut previous = 0u64;
-    let rates: HashMap<i64, _> = (session.calls.iter())
-        .filter_map(|c| {
-            let policy = cache.policy(&choice, c).ok()?;
-            Some((c.id, prices.for_model(c.model.as_deref(), &policy.cost)?.1))
-        })
-        .collect();
-    each_call(session, &choice, cache, |call, projected| {
-        let Ok(p) = projected else {
-            score.over += 1;
-            return ControlFlow::Continue(());
+    for (i, m) in unit.members.iter().enumerate() {
+        let (session, cache) = (m.session, caches.of(m.log));
+        for fact in keep {
+            if let Ok(Some(kept)) = kept_throughout(session, fact, &choice, cache) {
+                score.facts += 1;
+                score.facts_kept += u64::from(kept);
+            }
+        }
+        let scope = Scope {
+            session,
+            choice: &choice,
+            prices,
+            fixes: false,
         };
-        let sent = p.budget.provider(p.total_tokens);
-        score.tokens += sent;
-        if sent > p.budget.usable {
-            score.over += 1;
+        let mut replays = Vec::with_capacity(session.calls.len());
+        let found = findings::walk(&scope, cache, |replayed, projected| {
+            let sent = replayed.calibrated_tokens.unwrap_or(replayed.total_tokens);
+            score.tokens += sent;
+            match projected {
+                Some(p) => {
+                    score.over += u64::from(sent > p.budget.usable);
+                    let (uses, kept) = prepared.needed[i].at(p);
+                    score.uses += uses;
+                    score.kept += kept;
+                }
+                None => score.over += 1,
+            }
+            replays.push(replayed.clone());
+        });
+        let (now, before) = (keys(&found), &prepared.recorded[i]);
+        count_missing(&mut score.added, &now, before);
+        count_missing(&mut score.avoided, before, &now);
+        if !m.summarizes {
+            score.usd += unit_cost(m, &replays, &choice, cache, prices);
         }
-        let reused = p.budget.provider(p.reused).min(sent).min(previous);
-        previous = sent;
-        if let Some(r) = rates.get(&call.id) {
-            let write = if r.cache_write >= r.input {
-                r.cache_write
-            } else {
-                r.input
-            };
-            let output = call.usage.output_tokens.unwrap_or(0).max(0) as f64;
-            score.usd += (reused as f64 * r.cached_input
-                + (sent - reused) as f64 * write
-                + output * r.output)
-                / 1e6;
-        }
-        for &(result, _) in uses.get(&call.id).into_iter().flatten() {
-            score.uses += 1;
-            let whole = p
-                .slots
-                .get(result)
-                .is_some_and(|s| matches!(s.status, Status::Verbatim | Status::Pinned));
-            score.kept += u64::from(whole);
-        }
-        ControlFlow::Continue(())
-    });
+    }
     score
+}
+
+/// A session's dollars as `stats` counts them under `choice`.
+fn unit_cost(
+    m: &Member,
+    replays: &[CallReplay],
+    choice: &PolicyChoice,
+    cache: &mut ProjectionCache,
+    prices: &Prices,
+) -> f64 {
+    let session = m.session;
+    let policies: HashMap<i64, CostPolicy> = (session.calls.iter())
+        .filter_map(|c| Some((c.id, cache.shared_policy(choice, c).ok()?.cost.clone())))
+        .collect();
+    let policy = |c: &ModelCall| policies.get(&c.id).cloned().unwrap_or_default();
+    let encoding = (session.calls.first())
+        .and_then(|c| cache.shared_policy(choice, c).ok())
+        .map_or(Encoding::default(), |p| p.budget.encoding);
+    let counts = cache.counts(session, encoding);
+    let billed = billed_calls(session, choice, cache);
+    let (_, mut total) = cost::session(session, replays, &counts, prices, &billed, policy);
+    cost::add_summarizers(&mut total, &m.summarizers, prices, policy);
+    total.usd
+}
+
+/// A unit where a candidate did worst: the needed items it lost there.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Worst {
+    pub session: String,
+    pub lost: u64,
+    pub uses: u64,
+    /// Calls over what the model takes.
+    pub over: u64,
 }
 
 /// A candidate over the whole corpus.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Candidate {
     pub set: Vec<String>,
-    /// The policy file that makes it, as `--policy` takes it.
+    /// The policy file that makes it, as `--policy` takes it: the keys set,
+    /// over the recorded policy most sessions have.
     pub policy: String,
     pub tokens: u64,
     pub usd: f64,
@@ -309,9 +496,19 @@ pub struct Candidate {
     pub infeasible: u64,
     /// Whether no feasible candidate is both cheaper and keeps as much.
     pub front: bool,
+    /// Findings of the recorded policies it avoids, and findings it adds,
+    /// by kind (kinds with none left out).
+    pub findings_avoided: BTreeMap<String, u64>,
+    pub findings_added: BTreeMap<String, u64>,
+    /// The sessions it overflows, then those where it lost the most needed
+    /// items: at most `WORST`.
+    pub worst: Vec<Worst>,
     /// Each session's score, by session id: what shards' results merge by.
     pub per_session: Vec<SessionScore>,
 }
+
+/// The most sessions a candidate's worst cases name.
+pub const WORST: usize = 3;
 
 impl Candidate {
     /// The candidate `set` over the sessions scored, summed in session
@@ -326,18 +523,65 @@ impl Candidate {
             0 => 100.0,
             n => part as f64 * 100.0 / n as f64,
         };
+        let tally = |of: fn(&SessionScore) -> &BTreeMap<String, u64>| {
+            let mut sum: BTreeMap<String, u64> = BTreeMap::new();
+            for (kind, n) in sessions.iter().flat_map(of) {
+                *sum.entry(kind.clone()).or_default() += n;
+            }
+            sum
+        };
+        let mut worst: Vec<Worst> = (sessions.iter())
+            .map(|s| Worst {
+                session: s.session.clone(),
+                lost: s.uses - s.kept.min(s.uses),
+                uses: s.uses,
+                over: s.over,
+            })
+            .filter(|w| w.over > 0 || w.lost > 0)
+            .collect();
+        worst.sort_by(|a, b| {
+            (b.over > 0, b.lost, &a.session).cmp(&(a.over > 0, a.lost, &b.session))
+        });
+        worst.truncate(WORST);
         Candidate {
-            policy: policy_file(&set),
+            policy: policy_file(&set, base_policy(&sessions)),
             tokens: sessions.iter().map(|s| s.tokens).sum(),
             usd: sessions.iter().map(|s| s.usd).sum(),
             needed_kept: share(kept, uses),
             facts_kept: share(facts_kept, facts),
             infeasible: sessions.iter().filter(|s| s.over > 0).count() as u64,
             front: false,
+            findings_avoided: tally(|s| &s.avoided),
+            findings_added: tally(|s| &s.added),
+            worst,
             set,
             per_session: sessions,
         }
     }
+
+    /// How many of its sessions were recorded under the policy its file is
+    /// written over (the rest ran another: for them, pass the keys set as
+    /// `--set`).
+    pub fn sessions_on_policy(&self) -> usize {
+        let base = base_policy(&self.per_session);
+        (self.per_session.iter())
+            .filter(|s| s.recorded_policy.as_deref() == base)
+            .count()
+    }
+}
+
+/// The recorded policy most sessions have (the first in order of its text
+/// among as many), none where most have none.
+fn base_policy(sessions: &[SessionScore]) -> Option<&str> {
+    let mut count: BTreeMap<Option<&str>, usize> = BTreeMap::new();
+    for s in sessions {
+        *count.entry(s.recorded_policy.as_deref()).or_default() += 1;
+    }
+    let most = count.values().copied().max().unwrap_or(0);
+    count
+        .into_iter()
+        .find(|(_, n)| *n == most)
+        .and_then(|(p, _)| p)
 }
 
 /// Which of `n` shards (0-based) session `id` falls in: by a hash of its
@@ -357,35 +601,19 @@ pub fn parse_shard(text: &str) -> Result<(u64, u64), String> {
     Ok((k - 1, n))
 }
 
-/// The policy file a candidate's `KEY=VALUE` list makes: each key in its
-/// table, its value as written.
-pub fn policy_file(set: &[String]) -> String {
-    let mut top: Vec<String> = Vec::new();
-    let mut tables: Vec<(String, Vec<String>)> = Vec::new();
+/// The policy file a candidate's `KEY=VALUE` list makes over `base`, a
+/// recorded policy (its JSON): what `--policy` takes to give each call of a
+/// session recorded under `base` the candidate's policy. Keys only, the
+/// defaults left out.
+pub fn policy_file(set: &[String], base: Option<&str>) -> String {
+    let mut builder = PolicyBuilder::new();
+    if let Some(base) = base {
+        builder = builder.clone().recorded(0, base).unwrap_or(builder);
+    }
     for pair in set {
-        let Some((key, value)) = pair.split_once('=') else {
-            continue;
-        };
-        match key.rsplit_once('.') {
-            None => top.push(format!("{key} = {value}")),
-            Some((table, key)) => {
-                let line = format!("{key} = {value}");
-                match tables.iter_mut().find(|t| t.0 == table) {
-                    Some(t) => t.1.push(line),
-                    None => tables.push((table.to_string(), vec![line])),
-                }
-            }
-        }
+        builder = builder.clone().set(pair).unwrap_or(builder);
     }
-    let mut out = top.join("\n");
-    for (table, lines) in tables {
-        if !out.is_empty() {
-            out.push_str("\n\n");
-        }
-        out.push_str(&format!("[{table}]\n{}", lines.join("\n")));
-    }
-    out.push('\n');
-    out
+    builder.overrides_toml()
 }
 
 /// Marks the front: the feasible candidates no other feasible one beats on
@@ -407,15 +635,56 @@ pub fn mark_front(candidates: &mut [Candidate]) {
     }
 }
 
+/// Which candidate to recommend (`--prefer`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Prefer {
+    /// The cheapest within this many points of the best share of needed
+    /// items kept.
+    Within(f64),
+    /// The cheapest, needed items aside.
+    Cheapest,
+    /// The most needed items kept, then the cheapest.
+    Needed,
+}
+
+impl Default for Prefer {
+    fn default() -> Prefer {
+        Prefer::Within(1.0)
+    }
+}
+
+impl Prefer {
+    /// Reads `within=N`, `cheapest` or `needed`.
+    pub fn parse(text: &str) -> Result<Prefer, String> {
+        match text.trim() {
+            "cheapest" => Ok(Prefer::Cheapest),
+            "needed" => Ok(Prefer::Needed),
+            other => other
+                .strip_prefix("within=")
+                .and_then(|n| n.trim().parse::<f64>().ok())
+                .filter(|n| n.is_finite() && *n >= 0.0)
+                .map(Prefer::Within)
+                .ok_or_else(|| {
+                    format!("--prefer {text}: not within=N (points, 0 or more), cheapest or needed")
+                }),
+        }
+    }
+}
+
 /// The candidate to recommend: of the feasible that keep as many of the
-/// facts to keep as any, the cheapest within one point of the best share
-/// of needed items kept.
-pub fn recommend(candidates: &[Candidate]) -> Option<&Candidate> {
+/// facts to keep as any, the cheapest within `prefer`'s points of the best
+/// share of needed items kept (or the cheapest, or the one keeping most).
+pub fn recommend(candidates: &[Candidate], prefer: Prefer) -> Option<&Candidate> {
     let feasible = || candidates.iter().filter(|c| c.infeasible == 0);
     let facts = feasible().map(|c| c.facts_kept).fold(f64::NAN, f64::max);
     let keeping = || feasible().filter(|c| c.facts_kept >= facts);
     let best = keeping().map(|c| c.needed_kept).fold(f64::NAN, f64::max);
+    let slack = match prefer {
+        Prefer::Within(points) => points,
+        Prefer::Cheapest => f64::INFINITY,
+        Prefer::Needed => 0.0,
+    };
     keeping()
-        .filter(|c| c.needed_kept >= best - 1.0)
+        .filter(|c| c.needed_kept >= best - slack)
         .min_by(|a, b| a.usd.total_cmp(&b.usd).then(a.tokens.cmp(&b.tokens)))
 }

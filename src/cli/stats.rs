@@ -11,7 +11,7 @@ use crate::analysis::activity::Activity;
 use crate::analysis::calibrate::{Calibration, Cause};
 use crate::analysis::check::{InFlight, check_log};
 use crate::analysis::cost::{self, CallCost, Prices, SessionCost, dollars};
-use crate::analysis::replay::replay_session;
+use crate::analysis::replay::CallReplay;
 use crate::analysis::{PolicyChoice, ProjectionCache};
 use crate::display::escape_line;
 use crate::display::thousands;
@@ -23,6 +23,10 @@ use crate::tokens::{Encoding, TokenCache};
 #[derive(Serialize)]
 struct Stats {
     file: String,
+    /// Whether a policy was chosen (`--policy`, `--set`): every call is then
+    /// priced from its projection.
+    #[serde(skip)]
+    chosen: bool,
     encoding: Encoding,
     sessions: Vec<SessionStats>,
     /// The log's cost, each call once: a summarizer session's calls are in
@@ -132,11 +136,22 @@ pub fn run(
         .map(|(ix, (s, activity))| {
             let waiting = in_flight.iter().filter(|f| f.session == s.id()).cloned();
             let (calibration, calibration_reason) =
-                match crate::analysis::calibration(s, &mut projections).fit {
-                    Ok(fit) => (Some(fit), None),
-                    Err(reason) => (None, Some(reason)),
+                match &crate::analysis::calibration(s, &mut projections).fit {
+                    Ok(fit) => (Some(fit.clone()), None),
+                    Err(reason) => (None, Some(reason.clone())),
                 };
-            let mut cost = session_cost(s, &prices, choice, &mut projections, policy);
+            // One walk: the findings, and each call's replay to price.
+            let scope = crate::analysis::findings::Scope {
+                session: s,
+                choice,
+                prices: &prices,
+                fixes: true,
+            };
+            let mut replays = Vec::new();
+            let found = crate::analysis::findings::walk(&scope, &mut projections, |r, _| {
+                replays.push(r.clone())
+            });
+            let mut cost = session_cost(s, &replays, &prices, choice, &mut projections, policy);
             let served: Vec<&SessionLog> = summarizers
                 .get(s.id())
                 .into_iter()
@@ -145,12 +160,6 @@ pub fn run(
                 .collect();
             cost::add_summarizers(&mut cost.session, &served, &prices, policy);
             cost.session.counted_in = counted_in.get(&ix).map(|p| p.to_string());
-            let scope = crate::analysis::findings::Scope {
-                session: s,
-                choice,
-                prices: &prices,
-            };
-            let found = crate::analysis::findings::of_session(&scope, &mut projections);
             SessionStats {
                 findings: crate::analysis::findings::counts(&found),
                 activity,
@@ -170,6 +179,7 @@ pub fn run(
         .sum();
     let stats = Stats {
         file: path.display().to_string(),
+        chosen: !choice.is_recorded(),
         encoding,
         sessions,
         total_usd,
@@ -183,23 +193,24 @@ pub fn run(
 }
 
 /// Each call's cost and the session's, under the policy chosen (each call's
-/// recorded one by default).
+/// recorded one by default): billed where the provider reported usage under
+/// the recorded policy, from the projection under a policy chosen.
 fn session_cost(
     s: &SessionLog,
+    replays: &[CallReplay],
     prices: &Prices,
     choice: &PolicyChoice,
     projections: &mut ProjectionCache,
     policy: impl Fn(&ModelCall) -> CostPolicy,
 ) -> Cost {
-    let mut replays = Vec::new();
-    replay_session(s, choice, projections, &mut replays);
     let encoding = s
         .calls
         .first()
         .and_then(|c| projections.shared_policy(choice, c).ok())
         .map_or(Encoding::default(), |p| p.budget.encoding);
     let counts = projections.counts(s, encoding);
-    let (calls, session) = cost::session(s, &replays, &counts, prices, policy);
+    let billed = crate::analysis::billed_calls(s, choice, projections);
+    let (calls, session) = cost::session(s, replays, &counts, prices, &billed, policy);
     Cost { session, calls }
 }
 
@@ -347,7 +358,7 @@ fn print_text(stats: &Stats) {
             );
         }
         if let Some(cost) = &s.cost {
-            print_cost(cost);
+            print_cost(cost, stats.chosen);
         }
     }
     let counted_in = stats
@@ -373,7 +384,7 @@ fn print_text(stats: &Stats) {
     }
 }
 
-fn print_cost(cost: &Cost) {
+fn print_cost(cost: &Cost, chosen: bool) {
     let c = &cost.session;
     let calls = |n: usize| format!("{n} call{}", if n == 1 { "" } else { "s" });
     let mut from = Vec::new();
@@ -382,8 +393,12 @@ fn print_cost(cost: &Cost) {
     }
     if c.estimated_calls > 0 {
         from.push(format!(
-            "{} estimated from the projection",
-            calls(c.estimated_calls)
+            "{} estimated from the projection{}",
+            calls(c.estimated_calls),
+            match chosen {
+                true => " under the policy chosen (what was billed is the recorded context's)",
+                false => "",
+            }
         ));
     }
     match c.compaction.summarizer_sessions.len() {

@@ -8,14 +8,14 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::{Outcome, print_json};
-use crate::analysis::ProjectionCache;
 use crate::analysis::cost::dollars;
 use crate::analysis::tune::{
-    Candidate, Vary, candidates, mark_front, parse_shard, recommend, score, shard_of, vary_file,
+    Caches, Candidate, Prefer, SessionScore, Vary, candidates, mark_front, parse_shard, recommend,
+    score, shard_of, units, vary_file,
 };
 use crate::display::{escape_line, thousands};
 use crate::model::Log;
-use crate::say;
+use crate::{say, say_err};
 
 #[derive(Serialize)]
 struct Report<'a> {
@@ -36,6 +36,7 @@ pub struct Ask<'a> {
     pub paths: &'a [PathBuf],
     pub vary: &'a [String],
     pub presets: Option<&'a str>,
+    pub prefer: Option<&'a str>,
     pub shard: Option<&'a str>,
     pub keep: Option<&'a Path>,
     pub samples: usize,
@@ -46,12 +47,15 @@ pub struct Ask<'a> {
 }
 
 pub fn run(ask: &Ask) -> anyhow::Result<Outcome> {
+    let prefer = (ask.prefer.map(Prefer::parse).transpose())
+        .map_err(anyhow::Error::msg)?
+        .unwrap_or_default();
     let (mut scored, sessions) = match ask.merge {
         true => merged(ask.paths)?,
         false => tuned(ask)?,
     };
     mark_front(&mut scored);
-    let recommended = recommend(&scored);
+    let recommended = recommend(&scored, prefer);
     if let (Some(path), Some(best)) = (ask.output, recommended) {
         std::fs::write(path, &best.policy)
             .map_err(|e| anyhow::anyhow!("{}: cannot write the policy: {e}", path.display()))?;
@@ -82,10 +86,10 @@ fn merged(paths: &[PathBuf]) -> anyhow::Result<(Vec<Candidate>, usize)> {
     #[derive(serde::Deserialize)]
     struct PartCandidate {
         set: Vec<String>,
-        per_session: Vec<crate::analysis::tune::SessionScore>,
+        per_session: Vec<SessionScore>,
     }
     let mut sets: Vec<Vec<String>> = Vec::new();
-    let mut scores: Vec<Vec<crate::analysis::tune::SessionScore>> = Vec::new();
+    let mut scores: Vec<Vec<SessionScore>> = Vec::new();
     for path in paths {
         let text = crate::files::read_text(path, crate::files::SMALL, "a tune result")
             .map_err(|e| anyhow::anyhow!("{}: cannot read it: {e}", path.display()))?;
@@ -160,33 +164,47 @@ fn tuned(ask: &Ask) -> anyhow::Result<(Vec<Candidate>, usize)> {
         .transpose()
         .map_err(anyhow::Error::msg)?;
     let keep = facts(ask.keep)?;
-    let logs = corpus(paths)?;
-    let sessions: Vec<&crate::model::SessionLog> = (logs.iter())
-        .flat_map(|log| log.sessions.iter())
-        .filter(|s| shard.is_none_or(|(k, n)| shard_of(s.id(), n) == k))
+    let (logs, names) = corpus(paths)?;
+    let units: Vec<_> = (units(&logs, &names).into_iter())
+        .filter(|u| shard.is_none_or(|(k, n)| shard_of(&u.id, n) == k))
         .collect();
     let prices = crate::config::prices()?;
     let candidates = candidates(&presets, &vary, ask.samples, ask.seed);
     let bar = crate::display::progress(
-        Some((candidates.len() * sessions.len()) as u64),
+        Some(((candidates.len() + 1) * units.len()) as u64),
         "tuning {bar:30} {pos}/{len} candidate sessions {eta}",
         String::new(),
     );
-    let scored: Vec<Candidate> = candidates
-        .into_par_iter()
-        .map(|set| {
-            let mut cache = ProjectionCache::default();
-            let scores = (sessions.iter())
-                .map(|s| {
-                    bar.inc(1);
-                    score(s, &set, &mut cache, &prices, &keep)
-                })
-                .collect();
-            Candidate::of(set, scores)
+    // What each unit's scores need, then every (unit, candidate) pair, unit
+    // by unit so a worker's caches serve one unit's candidates in a row.
+    let prepared: Vec<_> = (units.par_iter())
+        .map_init(Caches::default, |caches, unit| {
+            bar.inc(1);
+            unit.prepare(caches, &prices)
+        })
+        .collect();
+    let pairs: Vec<(usize, usize)> = (0..units.len())
+        .flat_map(|u| (0..candidates.len()).map(move |c| (u, c)))
+        .collect();
+    let scores: Vec<(usize, SessionScore)> = (pairs.into_par_iter())
+        .map_init(Caches::default, |caches, (u, c)| {
+            bar.inc(1);
+            let set = &candidates[c];
+            (
+                c,
+                score(&units[u], &prepared[u], set, caches, &prices, &keep),
+            )
         })
         .collect();
     bar.finish_and_clear();
-    Ok((scored, sessions.len()))
+    let mut by_candidate: Vec<Vec<SessionScore>> = vec![Vec::new(); candidates.len()];
+    for (c, s) in scores {
+        by_candidate[c].push(s);
+    }
+    let scored = (candidates.into_iter().zip(by_candidate))
+        .map(|(set, s)| Candidate::of(set, s))
+        .collect();
+    Ok((scored, units.len()))
 }
 
 /// The facts of a `--keep` file: one `why --text` a line (blank lines and
@@ -205,29 +223,86 @@ fn facts(path: Option<&Path>) -> anyhow::Result<Vec<crate::analysis::why::Fact>>
         .collect())
 }
 
-/// The logs PATHs name: logs, transcripts (through the transcript cache),
-/// and the files of folders of them, each named in order; a file of a
-/// folder that is neither is passed over, saying so.
-fn corpus(paths: &[PathBuf]) -> anyhow::Result<Vec<Log>> {
-    let mut logs = Vec::new();
+/// The logs PATHs name, each with the name it goes by where two name a
+/// session alike: logs, transcripts (through the transcript cache), and
+/// the files of folders of them at any depth (a folder a format reads
+/// whole, like OpenCode's storage, as one), imported in parallel; a file
+/// of a folder that is neither is passed over, saying so.
+fn corpus(paths: &[PathBuf]) -> anyhow::Result<(Vec<Log>, Vec<String>)> {
+    let mut files: Vec<(PathBuf, String, bool)> = Vec::new();
     for path in paths {
-        if !path.is_dir() || crate::open::is_log(path) {
-            logs.push(crate::open::load(path)?);
-            continue;
-        }
-        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| anyhow::anyhow!("{}: cannot read the folder: {e}", path.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
-        files.sort();
-        for file in files {
-            match crate::open::load(&file) {
-                Ok(log) => logs.push(log),
-                Err(e) => eprintln!("ctxlens: passed over {}: {e}", file.display()),
-            }
+        let name = path.file_name().map_or(path.display().to_string(), |n| {
+            n.to_string_lossy().into_owned()
+        });
+        match whole(path) {
+            true => files.push((path.clone(), name, true)),
+            false => folder(path, path, &mut files)?,
         }
     }
-    Ok(logs)
+    let bar = crate::display::progress(
+        Some(files.len() as u64),
+        "importing {bar:30} {pos}/{len} transcripts {eta}",
+        String::new(),
+    );
+    let loaded: Vec<anyhow::Result<Log>> = (files.par_iter())
+        .map(|(path, _, _)| {
+            let log = crate::open::load_quietly(path);
+            bar.inc(1);
+            log
+        })
+        .collect();
+    bar.finish_and_clear();
+    let (mut logs, mut names) = (Vec::new(), Vec::new());
+    for ((path, name, given), log) in files.into_iter().zip(loaded) {
+        match log {
+            Ok(log) => {
+                logs.push(log);
+                names.push(name);
+            }
+            // A file named on the command line must open; one of a folder
+            // may be anything.
+            Err(e) if given => return Err(e),
+            Err(e) => say_err!("ctxlens: passed over {}: {e:#}", path.display()),
+        }
+    }
+    Ok((logs, names))
+}
+
+/// Whether `path` opens as one: a file, a log, or a folder a format reads.
+fn whole(path: &Path) -> bool {
+    !path.is_dir() || crate::open::is_log(path) || crate::import::detect(path).is_ok()
+}
+
+/// The files under `dir` (named by their path inside `top`), sorted, at any
+/// depth; a folder beside `X.jsonl` named `X` (Claude Code's subagents and
+/// tool results, imported with the session) is left out.
+fn folder(top: &Path, dir: &Path, out: &mut Vec<(PathBuf, String, bool)>) -> anyhow::Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("{}: cannot read the folder: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        // Hidden files, and the files SQLite keeps beside a log it has open.
+        let aside = name.is_some_and(|n| {
+            n.starts_with('.') || ["-wal", "-shm", "-journal"].iter().any(|s| n.ends_with(s))
+        });
+        if aside || (path.is_dir() && path.with_extension("jsonl").is_file()) {
+            continue;
+        }
+        if whole(&path) {
+            let name = path
+                .strip_prefix(top)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            out.push((path, name, false));
+        } else {
+            folder(top, &path, out)?;
+        }
+    }
+    Ok(())
 }
 
 fn print(scored: &[Candidate], best: Option<&Candidate>, sessions: usize, output: Option<&Path>) {
@@ -248,10 +323,7 @@ fn print(scored: &[Candidate], best: Option<&Candidate>, sessions: usize, output
     let mut order: Vec<&Candidate> = scored.iter().collect();
     order.sort_by(|a, b| a.usd.total_cmp(&b.usd).then(a.tokens.cmp(&b.tokens)));
     for c in order {
-        let set = match c.set.is_empty() {
-            true => "(the recorded policies)".to_string(),
-            false => c.set.join(" "),
-        };
+        let set = set_words(c);
         say!(
             "{} {:>10} {:>12} {:>6.1}% {:>6.1}% {:>10}  {}",
             if c.front { "*" } else { " " },
@@ -266,17 +338,56 @@ fn print(scored: &[Candidate], best: Option<&Candidate>, sessions: usize, output
     for line in chart(scored, best) {
         say!("{line}");
     }
-    match best {
-        Some(best) => {
-            say!(
-                "recommended: {} ({}, {:.1}% of needed items kept){}",
-                escape_line(&best.set.join(" ")),
-                dollars(best.usd),
-                best.needed_kept,
-                output.map_or(String::new(), |p| format!(", written to {}", p.display()))
-            );
+    let Some(best) = best else {
+        say!("no candidate runs every session without overflowing a call");
+        return;
+    };
+    say!(
+        "recommended: {} ({}, {} tokens, {:.1}% of needed items kept){}",
+        escape_line(&set_words(best)),
+        dollars(best.usd),
+        thousands(best.tokens),
+        best.needed_kept,
+        output.map_or(String::new(), |p| format!(", written to {}", p.display()))
+    );
+    let findings = |tally: &std::collections::BTreeMap<String, u64>| {
+        let parts: Vec<String> = tally.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        match parts.is_empty() {
+            true => "none".to_string(),
+            false => parts.join(", "),
         }
-        None => say!("no candidate runs every session without overflowing a call"),
+    };
+    say!(
+        "  against the recorded policies: findings avoided {}; added {}",
+        findings(&best.findings_avoided),
+        findings(&best.findings_added)
+    );
+    for w in &best.worst {
+        say!(
+            "  worst: {}: {} of {} needed items lost{}",
+            escape_line(&w.session),
+            w.lost,
+            w.uses,
+            match w.over {
+                0 => String::new(),
+                n => format!(", {n} calls over the window"),
+            }
+        );
+    }
+    let on = best.sessions_on_policy();
+    if on < sessions && !best.set.is_empty() {
+        say!(
+            "  the policy file is written over the recorded policy of {on} of {sessions} sessions; for the others, pass --set {}",
+            escape_line(&best.set.join(" --set "))
+        );
+    }
+}
+
+/// A candidate's keys as the list says them.
+fn set_words(c: &Candidate) -> String {
+    match c.set.is_empty() {
+        true => "(the recorded policies)".to_string(),
+        false => c.set.join(" "),
     }
 }
 

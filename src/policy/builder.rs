@@ -24,6 +24,8 @@ pub struct PolicyBuilder {
     /// one set last.
     origin: BTreeMap<String, (usize, Source)>,
     layers: usize,
+    /// The layers merged without the defaults: what a file needs to say.
+    overrides: Table,
 }
 
 impl Default for PolicyBuilder {
@@ -38,6 +40,7 @@ impl PolicyBuilder {
             merged: defaults().clone(),
             origin: BTreeMap::new(),
             layers: 0,
+            overrides: Table::new(),
         }
     }
 
@@ -141,8 +144,21 @@ impl PolicyBuilder {
         check_table(&table, defaults(), "", &source)?;
         self.layers += 1;
         let layer = (self.layers, source);
+        merge(
+            &mut self.overrides,
+            table.clone(),
+            "",
+            &layer,
+            &mut BTreeMap::new(),
+        );
         merge(&mut self.merged, table, "", &layer, &mut self.origin);
         Ok(self)
+    }
+
+    /// The keys the layers set, as a policy file that `--policy` takes to
+    /// make the same policy (the defaults left out).
+    pub fn overrides_toml(&self) -> String {
+        toml::to_string(&self.overrides).unwrap_or_default()
     }
 
     /// The finished policy, after the range checks.

@@ -149,12 +149,23 @@ fn counts_say_whether_they_are_reported_anchored_or_fitted() {
         24_000.0 + 1.3 * points[5].estimate,
         1.0
     ));
-    // A session that is not calibrated has no calibrated counts.
-    let sparse = SessionFit {
-        fit: calibrate::fit(&points[..4]),
-        points: points[..4].to_vec(),
+    // A session too short to fit: a call keeps what it reported, and another
+    // policy's count is anchored on it token for token; a call that reported
+    // nothing has no count.
+    let mut sparse = SessionFit {
+        fit: Err("2 calls report usage; calibration needs 5".into()),
+        points: points[2..6].to_vec(),
     };
-    assert_eq!(sparse.count(2, recorded, true), None);
+    sparse.points[1].reported = None;
+    assert!(sparse.points[0].call == 3 && sparse.points[2].call == 5);
+    let third = points[2].reported.unwrap().round() as u64;
+    let at = points[2].estimate as u64;
+    assert_eq!(sparse.count(3, at, true), Some((third, Source::Reported)));
+    assert_eq!(
+        sparse.count(3, at - 1_000, false),
+        Some((third - 1_000, Source::Anchored))
+    );
+    assert_eq!(sparse.count(4, recorded, true), None);
 }
 
 #[test]
@@ -396,7 +407,7 @@ fn data(path: &str) -> Option<std::path::PathBuf> {
 fn fit_without(
     log: &std::path::Path,
     drop: impl Fn(usize, usize) -> bool,
-) -> (SessionFit, Vec<(i64, u64)>) {
+) -> (std::sync::Arc<SessionFit>, Vec<(i64, u64)>) {
     let mut log = ctxlens::log::Store::open(log).unwrap().load().unwrap();
     let session = log
         .sessions

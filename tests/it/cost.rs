@@ -21,7 +21,14 @@ fn replays(log: &SessionLog) -> (Vec<CallReplay>, std::sync::Arc<ctxlens::engine
 
 fn priced(log: &SessionLog, policy: CostPolicy) -> (Vec<cost::CallCost>, cost::SessionCost) {
     let (calls, counts) = replays(log);
-    cost::session(log, &calls, &counts, &Prices::shipped(), |_| policy.clone())
+    cost::session(
+        log,
+        &calls,
+        &counts,
+        &Prices::shipped(),
+        &every_call(log),
+        |_| policy.clone(),
+    )
 }
 
 #[test]
@@ -464,49 +471,77 @@ fn the_summarizer_session_is_counted_in_the_compaction_it_served_and_once_in_the
 fn stats_prices_with_the_policy_chosen() {
     let dir = tempfile::TempDir::new().unwrap();
     let log = imported(&dir);
-    let usd = |command: &mut Command| stats_json(command)["total_usd"].as_f64().unwrap();
-    let recorded = usd(ctxlens().arg("stats").arg(&log).arg("--json"));
-    // Every write at the 5-minute rate, as a file's [cost] says.
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(&policy, "[cost]\ncache_write_1h = 3.75\n").unwrap();
-    let as_5m = usd(ctxlens()
-        .arg("stats")
-        .arg(&log)
-        .arg("--json")
-        .arg("--policy")
-        .arg(&policy));
+    let stats = |command: &mut Command| stats_json(command);
+    let usd = |json: &serde_json::Value| json["total_usd"].as_f64().unwrap();
+    let recorded = usd(&stats(ctxlens().arg("stats").arg(&log).arg("--json")));
+    // Every write at the 5-minute rate, as --set's [cost] says: over the
+    // recorded policy, which sends what was sent, so still as billed.
+    let as_5m = stats(
+        ctxlens()
+            .arg("stats")
+            .arg(&log)
+            .arg("--json")
+            .args(["--set", "cost.cache_write_1h=3.75"]),
+    );
     let hour_writes = 10_000.0 + 2_000.0 + 1_000.0 + 1_000.0;
     let less = hour_writes * (6.0 - 3.75) / 1e6;
     assert!(
-        (recorded - as_5m - less).abs() < 1e-12,
-        "{recorded} {as_5m}"
+        (recorded - usd(&as_5m) - less).abs() < 1e-12,
+        "{recorded} {}",
+        usd(&as_5m)
     );
-    // --set alike, over the file.
-    let set = usd(ctxlens()
-        .arg("stats")
-        .arg(&log)
-        .arg("--json")
-        .arg("--policy")
-        .arg(&policy)
-        .args(["--set", "cost.output=30"]));
+    let sources = |json: &serde_json::Value| -> Vec<String> {
+        (json["sessions"].as_array().unwrap().iter())
+            .flat_map(|s| s["cost"]["calls"].as_array().unwrap().iter())
+            .map(|c| c["source"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(sources(&as_5m).iter().all(|s| s == "billed"), "{as_5m}");
     let output = 120.0 + 40.0 + 30.0 + 400.0;
+    let set = usd(&stats(ctxlens().arg("stats").arg(&log).arg("--json").args(
+        [
+            "--set",
+            "cost.cache_write_1h=3.75",
+            "--set",
+            "cost.output=30",
+        ],
+    )));
     assert!(
-        (set - as_5m - output * 15.0 / 1e6).abs() < 1e-12,
-        "{set} {as_5m}"
+        (set - usd(&as_5m) - output * 15.0 / 1e6).abs() < 1e-12,
+        "{set} {}",
+        usd(&as_5m)
     );
-    // The configuration's default policy file, without --policy.
+    // A policy that changes what is sent prices each call from its
+    // projection, as a policy file does (it replaces the recorded policy),
+    // given on the command line or as the configuration's default.
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "[cost]\ncache_write_1h = 3.75\n").unwrap();
+    let filed = stats(
+        ctxlens()
+            .arg("stats")
+            .arg(&log)
+            .arg("--json")
+            .arg("--policy")
+            .arg(&policy),
+    );
+    assert!(sources(&filed).iter().all(|s| s == "estimated"), "{filed}");
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,
         format!("[policy]\nfile = {:?}\n", policy.display().to_string()),
     )
     .unwrap();
-    let configured = usd(ctxlens()
-        .env("CTXLENS_CONFIG", &config)
-        .arg("stats")
-        .arg(&log)
-        .arg("--json"));
-    assert!((configured - as_5m).abs() < 1e-12, "{configured} {as_5m}");
+    let configured = usd(&stats(
+        ctxlens()
+            .env("CTXLENS_CONFIG", &config)
+            .arg("stats")
+            .arg(&log)
+            .arg("--json"),
+    ));
+    assert!(
+        (configured - usd(&filed)).abs() < 1e-12,
+        "{configured} {filed}"
+    );
 }
 
 /// Dollars of a Claude Code JSONL worked out from its lines alone: each
@@ -604,4 +639,9 @@ fn real_claude_code_sessions_cost_what_their_usage_gives_by_hand() {
             assert!((session(&stats, main)["cost"]["usd"].as_f64().unwrap() - usd).abs() < 1e-9);
         }
     }
+}
+
+/// Every call of `log`: all priced at their reported usage where they have it.
+pub fn every_call(log: &SessionLog) -> std::collections::HashSet<i64> {
+    log.calls.iter().map(|c| c.id).collect()
 }

@@ -182,6 +182,7 @@ fn a_request_sending_a_broken_pairing_is_orphan_sent() {
         session: &b.log,
         choice: &choice,
         prices: &prices,
+        fixes: true,
     };
     let found = of_session(&scope, &mut ProjectionCache::default());
     let orphans: Vec<_> = found

@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
-use ctxlens::analysis::ProjectionCache;
 use ctxlens::analysis::cost::Prices;
 use ctxlens::analysis::tune::{
-    Candidate, GRID_MAX, Vary, candidates, grid, mark_front, recommend, score, vary_file,
+    Caches, Candidate, GRID_MAX, Prefer, Vary, candidates, grid, mark_front, recommend, score,
+    units, vary_file,
 };
-use ctxlens::model::{Kind, SessionLog};
+use ctxlens::model::{Kind, Log, SessionLog};
 
 use crate::common::*;
 
@@ -42,21 +42,13 @@ fn rereading(turns: usize) -> SessionLog {
 
 #[test]
 fn the_cheapest_policy_that_keeps_every_re_read_is_recommended() {
-    let sessions = [rereading(12), rereading(9)];
+    let logs = [rereading(12), rereading(9)].map(|s| {
+        let mut log = Log::default();
+        log.sessions.push(s);
+        log
+    });
     let vary = [Vary::parse("tool_results.keep_turns=1..10").unwrap()];
-    let prices = Prices::shipped();
-    let mut candidates: Vec<Candidate> = grid(&[], &vary)
-        .into_iter()
-        .map(|set| {
-            let mut cache = ProjectionCache::default();
-            let scores = sessions
-                .iter()
-                .map(|s| score(s, &set, &mut cache, &prices, &[]))
-                .collect();
-            Candidate::of(set, scores)
-        })
-        .collect();
-    mark_front(&mut candidates);
+    let candidates = tried(&logs, &grid(&[], &vary));
     let kept = |turns: usize| candidates[turns - 1].needed_kept;
     for turns in 1..5 {
         assert!(kept(turns) < 99.0, "keep_turns={turns}: {}", kept(turns));
@@ -66,11 +58,45 @@ fn the_cheapest_policy_that_keeps_every_re_read_is_recommended() {
     }
     // Keeping more costs more: 5 is the cheapest that keeps all.
     assert!(candidates[4].tokens < candidates[5].tokens);
-    let best = recommend(&candidates).unwrap();
+    let best = recommend(&candidates, Prefer::default()).unwrap();
     assert_eq!(best.set, ["tool_results.keep_turns=5"]);
     assert_eq!(best.policy, "[tool_results]\nkeep_turns = 5\n");
     assert!(best.front);
     assert!(!candidates[9].front, "dearer and keeping no more");
+    // Two logs name their session alike: each is scored apart, by the log's name.
+    let ids: Vec<&str> = (best.per_session.iter())
+        .map(|s| s.session.as_str())
+        .collect();
+    assert_eq!(ids, ["a#s", "b#s"]);
+    // Otherwise: the cheapest, or the one keeping most.
+    let cheapest = recommend(&candidates, Prefer::Cheapest).unwrap();
+    assert_eq!(cheapest.set, ["tool_results.keep_turns=1"]);
+    let needed = recommend(&candidates, Prefer::parse("needed").unwrap()).unwrap();
+    assert_eq!(needed.set, ["tool_results.keep_turns=5"]);
+    assert!(Prefer::parse("within=x").is_err());
+}
+
+/// Each candidate of `sets` scored over `logs` (named a, b, ...), its front marked.
+fn tried(logs: &[Log], sets: &[Vec<String>]) -> Vec<Candidate> {
+    let names: Vec<String> = (0..logs.len())
+        .map(|i| ((b'a' + i as u8) as char).to_string())
+        .collect();
+    let units = units(logs, &names);
+    let prices = Prices::shipped();
+    let mut caches = Caches::default();
+    let prepared: Vec<_> = (units.iter())
+        .map(|u| u.prepare(&mut caches, &prices))
+        .collect();
+    let mut candidates: Vec<Candidate> = (sets.iter())
+        .map(|set| {
+            let scores = (units.iter().zip(&prepared))
+                .map(|(u, p)| score(u, p, set, &mut caches, &prices, &[]))
+                .collect();
+            Candidate::of(set.clone(), scores)
+        })
+        .collect();
+    mark_front(&mut candidates);
+    candidates
 }
 
 #[test]
@@ -331,8 +357,17 @@ fn the_text_charts_the_candidates() {
         text.contains("needed items kept (up) against tokens (across)"),
         "{text}"
     );
+    // After the chart: the recommended, what it avoids and adds, where it does worst.
+    let after: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("recommended: "))
+        .collect();
     assert!(
-        text.lines().last().unwrap().starts_with("recommended: "),
+        after[1].starts_with("  against the recorded policies: findings avoided "),
+        "{text}"
+    );
+    assert!(
+        after[2..].iter().all(|l| l.starts_with("  worst: ")),
         "{text}"
     );
 }
@@ -353,4 +388,121 @@ fn ranges_from_a_toml_file() {
     assert_eq!(grid(&[], &vary).len(), 6);
     let bad = vary_file("[tool_results]\nkeep_turns = \"ten\"\n").unwrap_err();
     assert!(bad.contains("tool_results.keep_turns"), "{bad}");
+}
+
+/// `ctxlens COMMAND ARGS... --json` with the cache `cache`; exit 0 or 1.
+fn json_in(cache: &Path, command: &str, args: &[String]) -> serde_json::Value {
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .env("XDG_CACHE_HOME", cache)
+        .arg(command)
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        matches!(run.status.code(), Some(0 | 1)),
+        "{command} {args:?}: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    serde_json::from_slice(&run.stdout).unwrap()
+}
+
+/// Each finding as (kind, call, seqs).
+fn finding_keys(found: &serde_json::Value) -> Vec<String> {
+    let mut keys: Vec<String> = (found["findings"].as_array().unwrap().iter())
+        .map(|f| format!("{} {} {}", f["kind"], f["call"], f["seqs"]))
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// Every number tune reports for a candidate is what replay, stats and
+/// findings report under the same keys: tokens as replay counts them,
+/// dollars as stats prices them, findings avoided and added as findings
+/// lists them; over Claude Code (a session with its summarizer subagent),
+/// Codex and OpenCode transcripts.
+#[test]
+fn every_number_is_what_replay_stats_and_findings_say() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let corpus: Vec<String> = [
+        "claude-code/cost/0c05e5e0-0000-4000-8000-000000000001.jsonl",
+        "claude-code/findings.jsonl",
+        "claude-code/v2.1-auto-compact.jsonl",
+        "codex/local-pre-turn.jsonl",
+        "opencode/storage",
+    ]
+    .iter()
+    .map(|f| fixtures.join(f).display().to_string())
+    .collect();
+    let mut args = corpus.clone();
+    args.extend(["--presets", "pipeline,claude-code", "--vary"].map(String::from));
+    args.push("tool_results.keep_turns=1,3".into());
+    let tuned = json_in(dir.path(), "tune", &args);
+    let candidates = tuned["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 4);
+    let recorded: Vec<Vec<String>> = (corpus.iter())
+        .map(|f| finding_keys(&json_in(dir.path(), "findings", std::slice::from_ref(f))))
+        .collect();
+    for c in candidates {
+        let sets: Vec<String> = (c["set"].as_array().unwrap().iter())
+            .flat_map(|s| ["--set".to_string(), s.as_str().unwrap().to_string()])
+            .collect();
+        let (mut tokens, mut usd) = (0u64, 0.0f64);
+        let tally = |into: &mut std::collections::BTreeMap<String, u64>, key: &String| {
+            let kind = key.split(' ').next().unwrap().trim_matches('"').to_string();
+            *into.entry(kind).or_default() += 1;
+        };
+        let (mut avoided, mut added) = Default::default();
+        for (file, before) in corpus.iter().zip(&recorded) {
+            let with = |command: &str| {
+                let mut a = vec![file.clone()];
+                a.extend(sets.iter().cloned());
+                json_in(dir.path(), command, &a)
+            };
+            for call in with("replay")["calls"].as_array().unwrap() {
+                let counted = call["calibrated_tokens"].as_u64();
+                tokens += counted.unwrap_or_else(|| call["total_tokens"].as_u64().unwrap());
+            }
+            usd += with("stats")["total_usd"].as_f64().unwrap();
+            let now = finding_keys(&with("findings"));
+            now.iter()
+                .filter(|k| !before.contains(k))
+                .for_each(|k| tally(&mut added, k));
+            before
+                .iter()
+                .filter(|k| !now.contains(k))
+                .for_each(|k| tally(&mut avoided, k));
+        }
+        assert_eq!(c["tokens"].as_u64().unwrap(), tokens, "{}", c["set"]);
+        let tuned_usd = c["usd"].as_f64().unwrap();
+        assert!(
+            usd > 0.0 && (tuned_usd - usd).abs() < 1e-9 * usd,
+            "{}: {tuned_usd} against {usd}",
+            c["set"]
+        );
+        assert_eq!(
+            c["findings_avoided"],
+            serde_json::json!(avoided),
+            "{}",
+            c["set"]
+        );
+        assert_eq!(
+            c["findings_added"],
+            serde_json::json!(added),
+            "{}",
+            c["set"]
+        );
+    }
+    // The subagent that summarized is scored with its session: the
+    // Claude Code, Codex and OpenCode sessions, one unit each.
+    let ids: Vec<&str> = (candidates[0]["per_session"].as_array().unwrap().iter())
+        .map(|s| s["session"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"0c05e5e0-0000-4000-8000-000000000001"),
+        "{ids:?}"
+    );
+    assert!(!ids.iter().any(|id| id.contains("agent")), "{ids:?}");
 }

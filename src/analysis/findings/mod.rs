@@ -6,9 +6,11 @@
 
 mod compactions;
 mod instructions;
+mod needed;
 mod orphans;
 mod repeats;
 
+pub use needed::Needed;
 pub use repeats::repeats;
 
 use serde::Serialize;
@@ -100,11 +102,13 @@ pub struct FindingFix {
 }
 
 /// What every finder is given: the session, the choice of policy it is
-/// walked under, and the prices its tokens are priced with.
+/// walked under, the prices its tokens are priced with, and whether each
+/// finding is given its fix, checked by one more walk.
 pub struct Scope<'a> {
     pub session: &'a SessionLog,
     pub choice: &'a PolicyChoice,
     pub prices: &'a Prices,
+    pub fixes: bool,
 }
 
 impl Scope<'_> {
@@ -166,6 +170,7 @@ pub fn findings(
             session,
             choice,
             prices,
+            fixes: true,
         };
         out.extend(of_session(&scope, cache));
     }
@@ -174,6 +179,17 @@ pub fn findings(
 
 /// The findings of one session.
 pub fn of_session<'a>(scope: &Scope<'a>, cache: &mut ProjectionCache) -> Vec<Finding> {
+    walk(scope, cache, |_, _| {})
+}
+
+/// The findings of one session, from a walk that also hands each call's
+/// replay and projection to `also`, so a caller that needs them (`stats`'
+/// cost, `tune`'s scores) walks the session once.
+pub fn walk<'a>(
+    scope: &Scope<'a>,
+    cache: &mut ProjectionCache,
+    mut also: impl FnMut(&CallReplay, Option<&Projected<'a>>),
+) -> Vec<Finding> {
     let session = scope.session;
     let mut finders: Vec<Box<dyn Finder<'a> + 'a>> = vec![
         Box::new(repeats::ReRead::new(session)),
@@ -185,6 +201,7 @@ pub fn of_session<'a>(scope: &Scope<'a>, cache: &mut ProjectionCache) -> Vec<Fin
         for finder in &mut finders {
             finder.visit(&replayed, projected);
         }
+        also(&replayed, projected);
     });
     let mut found: Vec<Finding> = finders
         .into_iter()

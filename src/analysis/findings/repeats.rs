@@ -131,24 +131,24 @@ fn same_command(command: &str) -> String {
 
 /// A repeat to check at the call that issued it.
 #[derive(Clone, Debug)]
-struct Repeat {
+pub(super) struct Repeat {
     /// The earlier call, its result, the repeat and its result (indexes).
     earlier: usize,
-    result: usize,
+    pub(super) result: usize,
     repeat: usize,
     repeat_result: Option<usize>,
 }
 
 /// The call (its id) whose answer holds the event at `ix`: the newest call
 /// that saw only events before it.
-fn issuing_call(session: &SessionLog, calls: &[(i64, i64)], ix: usize) -> Option<i64> {
+pub(super) fn issuing_call(session: &SessionLog, calls: &[(i64, i64)], ix: usize) -> Option<i64> {
     let seq = session.events[ix].seq;
     let at = calls.partition_point(|&(_, last)| last < seq);
     at.checked_sub(1).map(|at| calls[at].0)
 }
 
 /// The session's calls as (id, last_seq), in id order.
-fn calls_of(session: &SessionLog) -> Vec<(i64, i64)> {
+pub(super) fn calls_of(session: &SessionLog) -> Vec<(i64, i64)> {
     let mut calls: Vec<(i64, i64)> = session.calls.iter().map(|c| (c.id, c.last_seq)).collect();
     calls.sort_unstable();
     calls
@@ -157,7 +157,7 @@ fn calls_of(session: &SessionLog) -> Vec<(i64, i64)> {
 pub(super) struct ReRead<'a> {
     session: &'a SessionLog,
     /// By the id of the call that issued them.
-    due: HashMap<i64, Vec<Repeat>>,
+    pub(super) due: HashMap<i64, Vec<Repeat>>,
     found: Vec<(Finding, Option<i64>)>,
 }
 
@@ -475,7 +475,7 @@ fn priced_with_fixes(
     let mut pinned: Vec<i64> = found.iter().filter_map(|(_, seq)| *seq).collect();
     pinned.sort_unstable();
     pinned.dedup();
-    if pinned.is_empty() {
+    if pinned.is_empty() || !scope.fixes {
         return found.into_iter().map(|(f, _)| f).collect();
     }
     let list = |seqs: &[i64]| {

@@ -58,6 +58,7 @@ fn find(
         session,
         choice,
         prices,
+        fixes: true,
     };
     let mut found = of_session(&scope, cache);
     found.sort_by(|a, b| (a.kind, a.call, &a.seqs).cmp(&(b.kind, b.call, &b.seqs)));
@@ -147,9 +148,16 @@ impl App {
             .map_or(Default::default(), |v| v.policy.budget.encoding);
         let counts = self.cache.counts(session, encoding);
         let choice = &self.choice;
+        let billed = crate::analysis::billed_calls(session, choice, &mut self.cache);
         let policy = |call: &ModelCall| choice.for_call(call).map(|p| p.cost).unwrap_or_default();
-        let (calls, mut total) =
-            cost::session(session, &self.metrics, &counts, &self.prices, policy);
+        let (calls, mut total) = cost::session(
+            session,
+            &self.metrics,
+            &counts,
+            &self.prices,
+            &billed,
+            policy,
+        );
         // The sessions whose calls summarized for this one's compactions.
         let summarizers = cost::summarizer_sessions(&log);
         let served: Vec<&SessionLog> = (summarizers.get(session.id()).into_iter().flatten())
