@@ -225,19 +225,28 @@ fn facts(path: Option<&Path>) -> anyhow::Result<Vec<crate::analysis::why::Fact>>
 
 /// The logs PATHs name, each with the name it goes by where two name a
 /// session alike: logs, transcripts (through the transcript cache), and
-/// the files of folders of them at any depth (a folder a format reads
-/// whole, like OpenCode's storage, as one), imported in parallel; a file
-/// of a folder that is neither is passed over, saying so.
+/// those of folders at any depth (a folder a format reads whole, like
+/// OpenCode's storage, as one), imported in parallel. The other files of a
+/// folder are passed over, counted in one line; one that looks like a
+/// transcript but does not import is named with what is wrong.
 fn corpus(paths: &[PathBuf]) -> anyhow::Result<(Vec<Log>, Vec<String>)> {
     let mut files: Vec<(PathBuf, String, bool)> = Vec::new();
+    let mut others = 0;
     for path in paths {
         let name = path.file_name().map_or(path.display().to_string(), |n| {
             n.to_string_lossy().into_owned()
         });
-        match whole(path) {
-            true => files.push((path.clone(), name, true)),
-            false => folder(path, path, &mut files)?,
+        match path.is_dir() && !opens(path) {
+            true => folder(path, path, &mut files, &mut others)?,
+            false => files.push((path.clone(), name, true)),
         }
+    }
+    if others > 0 {
+        say_err!(
+            "ctxlens: passed over {others} file{} that {} neither a log nor a transcript",
+            if others == 1 { "" } else { "s" },
+            if others == 1 { "is" } else { "are" }
+        );
     }
     let bar = crate::display::progress(
         Some(files.len() as u64),
@@ -260,7 +269,7 @@ fn corpus(paths: &[PathBuf]) -> anyhow::Result<(Vec<Log>, Vec<String>)> {
                 names.push(name);
             }
             // A file named on the command line must open; one of a folder
-            // may be anything.
+            // is passed over, saying why.
             Err(e) if given => return Err(e),
             Err(e) => say_err!("ctxlens: passed over {}: {e:#}", path.display()),
         }
@@ -268,15 +277,22 @@ fn corpus(paths: &[PathBuf]) -> anyhow::Result<(Vec<Log>, Vec<String>)> {
     Ok((logs, names))
 }
 
-/// Whether `path` opens as one: a file, a log, or a folder a format reads.
-fn whole(path: &Path) -> bool {
-    !path.is_dir() || crate::open::is_log(path) || crate::import::detect(path).is_ok()
+/// Whether `path` opens as one: a log, or something a format reads.
+fn opens(path: &Path) -> bool {
+    crate::open::is_log(path) || crate::import::detect(path).is_ok()
 }
 
-/// The files under `dir` (named by their path inside `top`), sorted, at any
-/// depth; a folder beside `X.jsonl` named `X` (Claude Code's subagents and
-/// tool results, imported with the session) is left out.
-fn folder(top: &Path, dir: &Path, out: &mut Vec<(PathBuf, String, bool)>) -> anyhow::Result<()> {
+/// The logs and transcripts under `dir` (named by their path inside
+/// `top`), sorted, at any depth, counting the other files in `others`; a
+/// folder beside `X.jsonl` named `X` (Claude Code's subagents and tool
+/// results, imported with the session), hidden files and the files SQLite
+/// keeps beside a log it has open are left aside.
+fn folder(
+    top: &Path,
+    dir: &Path,
+    out: &mut Vec<(PathBuf, String, bool)>,
+    others: &mut usize,
+) -> anyhow::Result<()> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| anyhow::anyhow!("{}: cannot read the folder: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -284,22 +300,19 @@ fn folder(top: &Path, dir: &Path, out: &mut Vec<(PathBuf, String, bool)>) -> any
     entries.sort();
     for path in entries {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        // Hidden files, and the files SQLite keeps beside a log it has open.
         let aside = name.is_some_and(|n| {
             n.starts_with('.') || ["-wal", "-shm", "-journal"].iter().any(|s| n.ends_with(s))
         });
         if aside || (path.is_dir() && path.with_extension("jsonl").is_file()) {
             continue;
         }
-        if whole(&path) {
-            let name = path
-                .strip_prefix(top)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
+        if opens(&path) {
+            let name = path.strip_prefix(top).unwrap_or(&path).display().to_string();
             out.push((path, name, false));
+        } else if path.is_dir() {
+            folder(top, &path, out, others)?;
         } else {
-            folder(top, &path, out)?;
+            *others += 1;
         }
     }
     Ok(())
