@@ -128,17 +128,42 @@ pub fn grid(presets: &[String], vary: &[Vary]) -> Vec<Vec<String>> {
 /// sampled (see `sample`).
 pub const GRID_MAX: usize = 256;
 
-/// The candidates to try: the whole grid where it has at most `GRID_MAX`,
-/// else `samples` of it by Latin hypercube, drawn with `seed` (each preset
-/// gets its share; each varied key's values are cut into as many strata as
-/// the preset's samples, each stratum used once, in an order the seed
-/// shuffles), so a run with the same seed tries the same candidates.
+/// The candidates to try: each preset with its defaults, then the whole
+/// grid where it has at most `GRID_MAX`, else `samples` of it by Latin
+/// hypercube (see `sampled`). A preset's defaults are left out where a
+/// candidate of the grid is the same policy.
 pub fn candidates(
     presets: &[String],
     vary: &[Vary],
     samples: usize,
     seed: u64,
 ) -> Vec<Vec<String>> {
+    let varied = sampled(presets, vary, samples, seed);
+    if presets.is_empty() || vary.is_empty() {
+        return varied;
+    }
+    let built = |set: &[String]| {
+        let builder = set.iter().try_fold(PolicyBuilder::new(), |b, s| b.set(s));
+        builder.and_then(PolicyBuilder::build).ok()
+    };
+    let policies: Vec<_> = varied.iter().map(|set| built(set)).collect();
+    let mut out: Vec<Vec<String>> = grid(presets, &[])
+        .into_iter()
+        .filter(|head| {
+            let defaults = built(head);
+            defaults.is_none() || !policies.contains(&defaults)
+        })
+        .collect();
+    out.extend(varied);
+    out
+}
+
+/// The grid where it has at most `GRID_MAX` candidates, else `samples` of
+/// it by Latin hypercube, drawn with `seed` (each preset gets its share;
+/// each varied key's values are cut into as many strata as the preset's
+/// samples, each stratum used once, in an order the seed shuffles), so a
+/// run with the same seed tries the same candidates.
+fn sampled(presets: &[String], vary: &[Vary], samples: usize, seed: u64) -> Vec<Vec<String>> {
     let size = vary.iter().fold(presets.len().max(1), |n, v| {
         n.saturating_mul(v.values.len())
     });

@@ -307,7 +307,11 @@ fn folder(
             continue;
         }
         if opens(&path) {
-            let name = path.strip_prefix(top).unwrap_or(&path).display().to_string();
+            let name = path
+                .strip_prefix(top)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
             out.push((path, name, false));
         } else if path.is_dir() {
             folder(top, &path, out, others)?;
@@ -320,31 +324,36 @@ fn folder(
 
 fn print(scored: &[Candidate], best: Option<&Candidate>, sessions: usize, output: Option<&Path>) {
     say!(
-        "{} candidate{} over {sessions} session{} (* on the front: none cheaper keeps as much)",
+        "{} candidate{} over {sessions} session{} (* on the front: none cheaper keeps as much; findings: the recorded policies' avoided - and new ones +)",
         scored.len(),
         if scored.len() == 1 { "" } else { "s" },
         if sessions == 1 { "" } else { "s" }
     );
     say!(
-        "  {:>10} {:>12} {:>7} {:>7} {:>10}  policy",
+        "  {:>10} {:>12} {:>7} {:>7} {:>10} {:>8}  policy",
         "dollars",
         "tokens",
         "needed",
         "facts",
-        "overflows"
+        "overflows",
+        "findings"
     );
     let mut order: Vec<&Candidate> = scored.iter().collect();
     order.sort_by(|a, b| a.usd.total_cmp(&b.usd).then(a.tokens.cmp(&b.tokens)));
     for c in order {
         let set = set_words(c);
+        // Findings against the recorded policies': fewer (-) or more (+).
+        let sum = |tally: &std::collections::BTreeMap<String, u64>| tally.values().sum::<u64>();
+        let findings = format!("-{} +{}", sum(&c.findings_avoided), sum(&c.findings_added));
         say!(
-            "{} {:>10} {:>12} {:>6.1}% {:>6.1}% {:>10}  {}",
+            "{} {:>10} {:>12} {:>6.1}% {:>6.1}% {:>10} {:>8}  {}",
             if c.front { "*" } else { " " },
             dollars(c.usd),
             thousands(c.tokens),
             c.needed_kept,
             c.facts_kept,
             c.infeasible,
+            findings,
             escape_line(&set)
         );
     }

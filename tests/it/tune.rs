@@ -506,3 +506,33 @@ fn every_number_is_what_replay_stats_and_findings_say() {
     );
     assert!(!ids.iter().any(|id| id.contains("agent")), "{ids:?}");
 }
+
+/// Each preset is tried with its own defaults too, unless a varied
+/// candidate is that same policy.
+#[test]
+fn each_presets_defaults_are_a_candidate() {
+    let presets = ["pipeline".to_string(), "recent-turns".to_string()];
+    let defaults = ctxlens::policy::PolicyBuilder::new()
+        .set("preset=\"pipeline\"")
+        .unwrap()
+        .build()
+        .unwrap()
+        .tool_results
+        .keep_turns;
+    let other = defaults + 1;
+    let vary = [Vary::parse(&format!("tool_results.keep_turns={other}")).unwrap()];
+    let tried = candidates(&presets, &vary, 64, 1);
+    let heads: Vec<&Vec<String>> = tried.iter().filter(|set| set.len() == 1).collect();
+    assert_eq!(heads.len(), 2, "{tried:?}");
+    assert_eq!(tried.len(), 4, "{tried:?}");
+    // Varying to the default value itself: the bare preset is that policy.
+    let same = [Vary::parse(&format!("tool_results.keep_turns={defaults}")).unwrap()];
+    let tried = candidates(&presets[..1], &same, 64, 1);
+    assert_eq!(
+        tried,
+        [vec![
+            "preset=\"pipeline\"".to_string(),
+            format!("tool_results.keep_turns={defaults}")
+        ]]
+    );
+}
