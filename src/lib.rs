@@ -20,7 +20,7 @@
 //! 6. `import`: other tools' transcripts into a log
 //! 7. `engine`: the projection of one call, and the presets
 //! 8. `analysis`: replay, why, check, cost, calibration
-//! 9. `export`, `sample`, `proxy`, `fuzzing`: API request bodies, sample logs, the recorder, harnesses
+//! 9. `export`, `sample`, `proxy`, `fuzzing`, `report`: API request bodies, sample logs, the recorder, harnesses, the shared HTML page
 //! 10. `config`, `open`: the configuration; opening a log or a transcript
 //! 11. `cli`, `tui`: the commands and the inspector
 //!
@@ -48,6 +48,7 @@ pub mod paths;
 pub mod policy;
 pub mod proxy;
 pub mod record;
+pub mod report;
 pub mod sample;
 pub mod tokens;
 pub mod tui;

@@ -164,6 +164,38 @@ enum Command {
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// One HTML page to share what happened to the context: a section per session, a fleet table.
+    ///
+    /// Writes FILE.html, self-contained (no network, nothing loaded from elsewhere; light and
+    /// dark by the reader's setting; readable printed): for each session of PATH... (logs,
+    /// transcripts, or folders of them) its facts (host, model, calls, time, cost, state), a
+    /// chart of tokens per call (projected, calibrated, reported; the window and where the
+    /// policy compacts; compactions and findings marked), its compactions with their summaries
+    /// and what later calls needed of what they took away, its findings, the trace of each
+    /// --fact, its cost and the policy as TOML, and each call's context, drawn when the call is
+    /// opened. Several sessions get a sortable table of them on top, each row linking to its
+    /// section.
+    Report {
+        /// Logs, transcripts, or folders of them.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Only the session of this id (or unique prefix) in each log.
+        #[arg(long)]
+        session: Option<String>,
+        /// A fact to trace, as `why --text` takes it (repeatable).
+        #[arg(long = "fact", value_name = "TEXT")]
+        facts: Vec<String>,
+        /// The page to write.
+        #[arg(
+            short = 'o',
+            long = "output",
+            value_name = "FILE.html",
+            required = true
+        )]
+        output: PathBuf,
+    },
     /// For each call: was the fact there, and if not, which reducer removed it, when, and why.
     ///
     /// Finds the events that hold the fact (--text, --regex or --seq), gives its state at
@@ -374,6 +406,9 @@ fn near_command(path: &std::path::Path) -> Option<String> {
         return None;
     }
     let command = Args::command();
+    if command.get_subcommands().any(|c| c.get_name() == name) {
+        return None;
+    }
     command
         .get_subcommands()
         .map(|c| c.get_name().to_string())
@@ -603,6 +638,18 @@ fn main() -> ExitCode {
             merge,
             as_json: json,
             output: output.as_deref(),
+        }),
+        (
+            Some(Command::Report {
+                paths,
+                policy,
+                session,
+                facts,
+                output,
+            }),
+            _,
+        ) => cli::policy_choice(policy.policy.as_deref(), &policy.sets).and_then(|choice| {
+            cli::report::run(&paths, session.as_deref(), &choice, &facts, &output)
         }),
         (
             Some(Command::Findings {

@@ -1,13 +1,15 @@
 //! Opening what a user names, for the commands and the inspector alike: a
 //! log, or another tool's transcript through its import in the user's cache
-//! (made again when the transcript changes, and while it is followed); and
-//! following a log as it is written (`Followed`).
+//! (made again when the transcript changes, and while it is followed);
+//! a corpus of them named by files and folders (`corpus`); and following a
+//! log as it is written (`Followed`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
+use rayon::prelude::*;
 
 use crate::analysis::activity::{self, Activity};
 use crate::import::{self, Format};
@@ -238,4 +240,112 @@ impl Followed {
         }
         Ok(Change::Grew)
     }
+}
+
+/// A log of a corpus, opened: the name it goes by where two logs name a
+/// session alike (the file's name, or its path inside the folder given),
+/// its store and what it holds.
+pub struct Opened {
+    pub name: String,
+    pub store: Store,
+    pub log: Log,
+}
+
+/// The logs PATHs name, each with the name it goes by where two name a
+/// session alike: logs, transcripts (through the transcript cache), and
+/// those of folders at any depth (a folder a format reads whole, like
+/// OpenCode's storage, as one), imported in parallel. The other files of a
+/// folder are passed over, counted in one line; one that looks like a
+/// transcript but does not import is named with what is wrong.
+pub fn corpus(paths: &[PathBuf]) -> anyhow::Result<Vec<Opened>> {
+    let mut files: Vec<(PathBuf, String, bool)> = Vec::new();
+    let mut others = 0;
+    for path in paths {
+        let name = path.file_name().map_or(path.display().to_string(), |n| {
+            n.to_string_lossy().into_owned()
+        });
+        match path.is_dir() && !opens(path) {
+            true => folder(path, path, &mut files, &mut others)?,
+            false => files.push((path.clone(), name, true)),
+        }
+    }
+    if others > 0 {
+        say_err!(
+            "ctxlens: passed over {others} file{} that {} neither a log nor a transcript",
+            if others == 1 { "" } else { "s" },
+            if others == 1 { "is" } else { "are" }
+        );
+    }
+    let bar = crate::display::progress(
+        Some(files.len() as u64),
+        "importing {bar:30} {pos}/{len} transcripts {eta}",
+        String::new(),
+    );
+    let loaded: Vec<anyhow::Result<(Store, Log)>> = (files.par_iter())
+        .map(|(path, _, _)| {
+            let opened = open_with(path, false).and_then(|mut store| {
+                let log = store.load()?;
+                Ok((store, log))
+            });
+            bar.inc(1);
+            opened
+        })
+        .collect();
+    bar.finish_and_clear();
+    let mut out = Vec::new();
+    for ((path, name, given), opened) in files.into_iter().zip(loaded) {
+        match opened {
+            Ok((store, log)) => out.push(Opened { name, store, log }),
+            // A file named on the command line must open; one of a folder
+            // is passed over, saying why.
+            Err(e) if given => return Err(e),
+            Err(e) => say_err!("ctxlens: passed over {}: {e:#}", path.display()),
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `path` opens as one: a log, or something a format reads.
+fn opens(path: &Path) -> bool {
+    is_log(path) || import::detect(path).is_ok()
+}
+
+/// The logs and transcripts under `dir` (named by their path inside
+/// `top`), sorted, at any depth, counting the other files in `others`; a
+/// folder beside `X.jsonl` named `X` (Claude Code's subagents and tool
+/// results, imported with the session), hidden files and the files SQLite
+/// keeps beside a log it has open are left aside.
+fn folder(
+    top: &Path,
+    dir: &Path,
+    out: &mut Vec<(PathBuf, String, bool)>,
+    others: &mut usize,
+) -> anyhow::Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("{}: cannot read the folder: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let aside = name.is_some_and(|n| {
+            n.starts_with('.') || ["-wal", "-shm", "-journal"].iter().any(|s| n.ends_with(s))
+        });
+        if aside || (path.is_dir() && path.with_extension("jsonl").is_file()) {
+            continue;
+        }
+        if opens(&path) {
+            let name = path
+                .strip_prefix(top)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            out.push((path, name, false));
+        } else if path.is_dir() {
+            folder(top, &path, out, others)?;
+        } else {
+            *others += 1;
+        }
+    }
+    Ok(())
 }

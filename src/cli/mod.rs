@@ -7,6 +7,7 @@ pub mod findings;
 pub mod import;
 pub mod project;
 pub mod replay;
+pub mod report;
 pub mod sample;
 pub mod stats;
 pub mod summarize;

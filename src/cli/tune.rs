@@ -15,7 +15,7 @@ use crate::analysis::tune::{
 };
 use crate::display::{escape_line, thousands};
 use crate::model::Log;
-use crate::{say, say_err};
+use crate::say;
 
 #[derive(Serialize)]
 struct Report<'a> {
@@ -164,7 +164,9 @@ fn tuned(ask: &Ask) -> anyhow::Result<(Vec<Candidate>, usize)> {
         .transpose()
         .map_err(anyhow::Error::msg)?;
     let keep = facts(ask.keep)?;
-    let (logs, names) = corpus(paths)?;
+    let (logs, names): (Vec<Log>, Vec<String>) = (crate::open::corpus(paths)?.into_iter())
+        .map(|o| (o.log, o.name))
+        .unzip();
     let units: Vec<_> = (units(&logs, &names).into_iter())
         .filter(|u| shard.is_none_or(|(k, n)| shard_of(&u.id, n) == k))
         .collect();
@@ -221,105 +223,6 @@ fn facts(path: Option<&Path>) -> anyhow::Result<Vec<crate::analysis::why::Fact>>
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(|l| crate::analysis::why::Fact::Texts(vec![l.to_string()]))
         .collect())
-}
-
-/// The logs PATHs name, each with the name it goes by where two name a
-/// session alike: logs, transcripts (through the transcript cache), and
-/// those of folders at any depth (a folder a format reads whole, like
-/// OpenCode's storage, as one), imported in parallel. The other files of a
-/// folder are passed over, counted in one line; one that looks like a
-/// transcript but does not import is named with what is wrong.
-fn corpus(paths: &[PathBuf]) -> anyhow::Result<(Vec<Log>, Vec<String>)> {
-    let mut files: Vec<(PathBuf, String, bool)> = Vec::new();
-    let mut others = 0;
-    for path in paths {
-        let name = path.file_name().map_or(path.display().to_string(), |n| {
-            n.to_string_lossy().into_owned()
-        });
-        match path.is_dir() && !opens(path) {
-            true => folder(path, path, &mut files, &mut others)?,
-            false => files.push((path.clone(), name, true)),
-        }
-    }
-    if others > 0 {
-        say_err!(
-            "ctxlens: passed over {others} file{} that {} neither a log nor a transcript",
-            if others == 1 { "" } else { "s" },
-            if others == 1 { "is" } else { "are" }
-        );
-    }
-    let bar = crate::display::progress(
-        Some(files.len() as u64),
-        "importing {bar:30} {pos}/{len} transcripts {eta}",
-        String::new(),
-    );
-    let loaded: Vec<anyhow::Result<Log>> = (files.par_iter())
-        .map(|(path, _, _)| {
-            let log = crate::open::load_quietly(path);
-            bar.inc(1);
-            log
-        })
-        .collect();
-    bar.finish_and_clear();
-    let (mut logs, mut names) = (Vec::new(), Vec::new());
-    for ((path, name, given), log) in files.into_iter().zip(loaded) {
-        match log {
-            Ok(log) => {
-                logs.push(log);
-                names.push(name);
-            }
-            // A file named on the command line must open; one of a folder
-            // is passed over, saying why.
-            Err(e) if given => return Err(e),
-            Err(e) => say_err!("ctxlens: passed over {}: {e:#}", path.display()),
-        }
-    }
-    Ok((logs, names))
-}
-
-/// Whether `path` opens as one: a log, or something a format reads.
-fn opens(path: &Path) -> bool {
-    crate::open::is_log(path) || crate::import::detect(path).is_ok()
-}
-
-/// The logs and transcripts under `dir` (named by their path inside
-/// `top`), sorted, at any depth, counting the other files in `others`; a
-/// folder beside `X.jsonl` named `X` (Claude Code's subagents and tool
-/// results, imported with the session), hidden files and the files SQLite
-/// keeps beside a log it has open are left aside.
-fn folder(
-    top: &Path,
-    dir: &Path,
-    out: &mut Vec<(PathBuf, String, bool)>,
-    others: &mut usize,
-) -> anyhow::Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| anyhow::anyhow!("{}: cannot read the folder: {e}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for path in entries {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let aside = name.is_some_and(|n| {
-            n.starts_with('.') || ["-wal", "-shm", "-journal"].iter().any(|s| n.ends_with(s))
-        });
-        if aside || (path.is_dir() && path.with_extension("jsonl").is_file()) {
-            continue;
-        }
-        if opens(&path) {
-            let name = path
-                .strip_prefix(top)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
-            out.push((path, name, false));
-        } else if path.is_dir() {
-            folder(top, &path, out, others)?;
-        } else {
-            *others += 1;
-        }
-    }
-    Ok(())
 }
 
 fn print(scored: &[Candidate], best: Option<&Candidate>, sessions: usize, output: Option<&Path>) {

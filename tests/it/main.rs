@@ -44,6 +44,7 @@ mod providers;
 mod record;
 mod record_faults;
 mod record_proxy;
+mod report;
 mod soak;
 mod summarize;
 mod tmux;
