@@ -60,7 +60,7 @@ fn fleet(h: &mut String, sections: &[Section]) {
         h,
         "<section class=\"fleet\"><h2>Sessions</h2><p class=\"totals\">{} sessions · {calls} calls · \
          {compactions} compactions · {found} findings · {} in all, {} lost to cache breaks</p>\
-         <table class=\"sortable\"><thead><tr><th>session</th><th>host</th><th>calls</th>\
+         <div class=\"scroll\"><table class=\"sortable\"><thead><tr><th>session</th><th>host</th><th>calls</th>\
          <th>compactions</th>",
         rows.len(),
         dollars(usd),
@@ -91,7 +91,7 @@ fn fleet(h: &mut String, sections: &[Section]) {
         }
         let _ = write!(
             h,
-            "<td data-sort=\"{}\">{}</td><td data-sort=\"{}\">{}</td><td>{}</td></tr>",
+            "<td data-sort=\"{}\">{}</td><td data-sort=\"{}\">{}</td><td class=\"worst\">{}</td></tr>",
             r.usd,
             dollars(r.usd),
             r.cache_break_usd,
@@ -99,7 +99,7 @@ fn fleet(h: &mut String, sections: &[Section]) {
             escape(&r.worst)
         );
     }
-    h.push_str("</tbody></table></section>");
+    h.push_str("</tbody></table></div></section>");
 }
 
 /// Text as HTML shows it, inert: `&`, `<`, `>` and quotes escaped.

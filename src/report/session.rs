@@ -687,7 +687,7 @@ fn cut(text: &str, max: usize) -> String {
 }
 
 fn first_line(text: &str) -> String {
-    cut(text.lines().next().unwrap_or(""), 160)
+    cut(text.lines().next().unwrap_or(""), 100)
 }
 
 /// Seqs as ranges: 3, 5-9.
