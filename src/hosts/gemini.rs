@@ -147,6 +147,22 @@ pub struct Rule {
     pub truncate_chars: u64,
 }
 
+impl Rule {
+    /// The rule of the gemini-cli preset's keys.
+    pub fn of(g: &crate::policy::GeminiCli) -> Rule {
+        Rule {
+            preserve: g.preserve,
+            response_budget: g.response_budget,
+            truncate_chars: g.truncate_chars,
+        }
+    }
+}
+
+/// The rule of the gemini-cli preset's keys.
+pub fn rule(g: &crate::policy::GeminiCli) -> Rule {
+    Rule::of(g)
+}
+
 /// What a compression does: the first event it keeps (every dialogue event
 /// before it is summarized), and the tool results it keeps cut.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

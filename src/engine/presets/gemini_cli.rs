@@ -17,18 +17,9 @@ use crate::engine::context::{Context, Cut, Slot, Why};
 use crate::engine::reducers::{Cover, apply_cover, applicable};
 use crate::engine::split::take_cover;
 use crate::engine::{Carry, ReducerName, Span, State, Status};
-use crate::hosts::gemini::{self, Rule};
+use crate::hosts::gemini::{self, rule};
 use crate::model::{Injection, Kind, partition_near};
 use crate::policy::{Budget, GeminiCli, Policy};
-
-/// The rule a compression follows, from the preset's keys.
-pub fn rule(g: &GeminiCli) -> Rule {
-    Rule {
-        preserve: g.preserve,
-        response_budget: g.response_budget,
-        truncate_chars: g.truncate_chars,
-    }
-}
 
 /// The prompt tokens at which Gemini CLI compresses: the threshold of the
 /// token limit (see `Policy::gemini_limit`).
