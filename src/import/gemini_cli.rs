@@ -382,6 +382,9 @@ struct Progress {
     split: Option<usize>,
     cut: Vec<usize>,
     summary: Option<Option<usize>>,
+    /// A `/compress` marker whose compression is not yet known: the
+    /// session may record it next.
+    pending: Option<usize>,
     /// The first event of each message, by id.
     firsts: HashMap<String, usize>,
 }
@@ -395,6 +398,13 @@ fn session(import: &mut Import, src: &Path, meta: &Value, items: Vec<Item>) {
             m[key] = v.clone();
         }
     }
+    // A subagent's chat is in a folder named after its parent session.
+    if meta["kind"] == "subagent"
+        && let Some(parent) = src.parent().and_then(Path::file_name)
+        && parent != "chats"
+    {
+        m["parent"] = json!(parent.to_string_lossy());
+    }
     import.session(&id, &start, m);
     let Import {
         sessions, warnings, ..
@@ -407,7 +417,10 @@ fn session(import: &mut Import, src: &Path, meta: &Value, items: Vec<Item>) {
         match item {
             Item::Message(msg) => message(draft, &msg, &start, &mut p, rule, warnings, &at),
             Item::Compression { summary, kept, ts } => {
-                let marker = marker(draft, &ts, false, false, &mut p);
+                let marker = match p.pending.take() {
+                    Some(ix) => ix,
+                    None => marker(draft, &ts, false, false, &mut p),
+                };
                 let split = (kept.iter())
                     .filter_map(|id| p.firsts.get(id).copied())
                     .min()
@@ -416,6 +429,7 @@ fn session(import: &mut Import, src: &Path, meta: &Value, items: Vec<Item>) {
             }
         }
     }
+    settle(draft, &mut p, rule);
 }
 
 /// The compression's numbers as Gemini CLI's defaults give them.
@@ -443,8 +457,8 @@ fn message(
             if trimmed.starts_with('/') || trimmed.starts_with('?') {
                 let command = trimmed.split_whitespace().next().unwrap_or("");
                 if matches!(command, "/compress" | "/summarize") {
-                    let at = marker(draft, &ts, true, true, p);
-                    compress(draft, p, at, None, rule);
+                    settle(draft, p, rule);
+                    p.pending = Some(marker(draft, &ts, true, true, p));
                 } else {
                     draft.unmapped("slash_command");
                 }
@@ -456,6 +470,10 @@ fn message(
             let meta = synthetic.then(|| json!({"synthetic": true}));
             let before = draft.last();
             draft.push(Kind::User, &ts, text, EventExtra::default().with_meta(meta));
+            // The environment Gemini CLI sends first is no title.
+            if synthetic && before == 0 {
+                draft.session.title = None;
+            }
             draft.keep(before, Kind::User, &ts, other_parts(&msg["content"]));
         }
         "gemini" => gemini_message(draft, msg, &ts, p, rule, warnings, at),
@@ -489,6 +507,7 @@ fn gemini_message(
     warnings: &mut Vec<String>,
     at: &str,
 ) {
+    settle(draft, p, rule);
     let tokens = &msg["tokens"];
     let usage = usage(tokens, warnings, at);
     // A prompt that fell to under half: a compression the file does not say.
@@ -498,7 +517,7 @@ fn gemini_message(
         && before - now >= INFERRED_DROP
     {
         let position = p.response_end.max(1);
-        let marker = insert_marker(draft, position, ts);
+        let marker = insert_marker(draft, position, ts, p);
         compress(draft, p, marker, None, rule);
     }
     let seen = draft.last();
@@ -580,6 +599,14 @@ fn usage(tokens: &Value, warnings: &mut Vec<String>, at: &str) -> Usage {
     }
 }
 
+/// Compresses at a `/compress` the session did not record the compression
+/// of, by Gemini CLI's rule.
+fn settle(draft: &mut Draft, p: &mut Progress, rule: Rule) {
+    if let Some(ix) = p.pending.take() {
+        compress(draft, p, ix, None, rule);
+    }
+}
+
 /// A compaction marker at the end: `/compress` (manual), or a compression
 /// the session recorded. Its index.
 fn marker(draft: &mut Draft, ts: &str, manual: bool, command: bool, p: &mut Progress) -> usize {
@@ -592,8 +619,11 @@ fn marker(draft: &mut Draft, ts: &str, manual: bool, command: bool, p: &mut Prog
 
 /// A marker of a compression the file does not record, put at `position`
 /// (after the response before the call, ahead of its request). Its index.
-fn insert_marker(draft: &mut Draft, position: i64, ts: &str) -> usize {
+fn insert_marker(draft: &mut Draft, position: i64, ts: &str, p: &mut Progress) -> usize {
     let ix = (position as usize).min(draft.events.len());
+    for first in p.firsts.values_mut().filter(|f| **f >= ix) {
+        *first += 1;
+    }
     let turn = ix.checked_sub(1).map_or(0, |b| draft.events[b].turn);
     draft.events.insert(
         ix,
