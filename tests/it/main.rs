@@ -19,6 +19,7 @@ mod docs;
 mod engine;
 mod export;
 mod findings;
+mod gemini_cli;
 mod fuzz_smoke;
 mod hostile;
 mod hosts;
