@@ -68,7 +68,9 @@ fn gather(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     paths.sort();
     for path in paths {
-        let name = path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
+        let name = path
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
         };
@@ -97,7 +99,9 @@ fn wanted(path: &Path, name: &str) -> bool {
 /// The order files are read in: sessions as lines, as documents, then
 /// checkpoints, then the prompt logs (of sessions no chat holds).
 fn rank(path: &Path) -> u8 {
-    let name = path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
+    let name = path
+        .file_name()
+        .map_or(String::new(), |n| n.to_string_lossy().into_owned());
     match () {
         _ if name == "logs.json" => 3,
         _ if name.starts_with("checkpoint-") => 2,
@@ -301,10 +305,9 @@ fn history_set(list: &Value, items: &mut Vec<Item>, at: &mut HashMap<String, usi
 /// tool gave, the later one noted in the call's `sent_later`.
 fn merged(old: &Value, new: &Value) -> Value {
     let mut out = new.clone();
-    let (Some(calls), Some(before)) = (
-        out["toolCalls"].as_array_mut(),
-        old["toolCalls"].as_array(),
-    ) else {
+    let (Some(calls), Some(before)) =
+        (out["toolCalls"].as_array_mut(), old["toolCalls"].as_array())
+    else {
         return out;
     };
     for call in calls {
@@ -312,8 +315,7 @@ fn merged(old: &Value, new: &Value) -> Value {
             continue;
         };
         let now = result_text(&call["result"]);
-        let shortened =
-            now.contains(gemini::MASKED_TAG) || now.starts_with("Output too large.");
+        let shortened = now.contains(gemini::MASKED_TAG) || now.starts_with("Output too large.");
         if shortened && !result_text(&was["result"]).is_empty() {
             call["sent_later"] = Value::String(now);
             call["result"] = was["result"].clone();
@@ -390,10 +392,22 @@ struct Progress {
 }
 
 fn session(import: &mut Import, src: &Path, meta: &Value, items: Vec<Item>) {
-    let id = meta["sessionId"].as_str().unwrap_or("gemini-cli").to_string();
-    let start = meta["startTime"].as_str().unwrap_or("1970-01-01T00:00:00Z").to_string();
+    let id = meta["sessionId"]
+        .as_str()
+        .unwrap_or("gemini-cli")
+        .to_string();
+    let start = meta["startTime"]
+        .as_str()
+        .unwrap_or("1970-01-01T00:00:00Z")
+        .to_string();
     let mut m = json!({"source": "gemini-cli", "file": src.display().to_string()});
-    for key in ["projectHash", "kind", "summary", "directories", "lastUpdated"] {
+    for key in [
+        "projectHash",
+        "kind",
+        "summary",
+        "directories",
+        "lastUpdated",
+    ] {
         if let Some(v) = meta.get(key).filter(|v| !v.is_null()) {
             m[key] = v.clone();
         }
@@ -564,11 +578,18 @@ fn gemini_message(
             meta.insert("sent_later".into(), later.clone());
         }
         let meta = (!meta.is_empty()).then_some(Value::Object(meta));
-        draft.tool_result(ts, call["name"].as_str(), id, result_text(&call["result"]), meta);
+        draft.tool_result(
+            ts,
+            call["name"].as_str(),
+            id,
+            result_text(&call["result"]),
+            meta,
+        );
     }
     let model = msg["model"].as_str().map(str::to_string);
     let window = gemini::token_limit(model.as_deref().unwrap_or(""));
-    draft.policy = Some(json!({"preset": "gemini-cli", "budget": {"context_window": window}}).to_string());
+    draft.policy =
+        Some(json!({"preset": "gemini-cli", "budget": {"context_window": window}}).to_string());
     let evictions = evictions(draft, p, seen);
     let summary = p.summary.and_then(|s| s.map(|_| draft.summaries.len() - 1));
     let call = draft.call(seen, ts, model, usage);
@@ -610,7 +631,11 @@ fn settle(draft: &mut Draft, p: &mut Progress, rule: Rule) {
 /// A compaction marker at the end: `/compress` (manual), or a compression
 /// the session recorded. Its index.
 fn marker(draft: &mut Draft, ts: &str, manual: bool, command: bool, p: &mut Progress) -> usize {
-    let content = if command { "/compress" } else { "[chat compressed]" };
+    let content = if command {
+        "/compress"
+    } else {
+        "[chat compressed]"
+    };
     let meta = json!({"auto": !manual});
     draft.push(Kind::Compaction, ts, content.into(), EventExtra::meta(meta));
     p.marked = true;
@@ -652,7 +677,11 @@ fn compress(
     recorded: Option<(usize, String, String)>,
     rule: Rule,
 ) {
-    let first = draft.events.iter().take_while(|e| e.kind == Kind::System).count();
+    let first = draft
+        .events
+        .iter()
+        .take_while(|e| e.kind == Kind::System)
+        .count();
     let from = p.split.unwrap_or(first);
     let stand = p.summary.map(|s| s.unwrap_or(0));
     let made = gemini::compress(&draft.events, from, marker, stand, rule);
@@ -676,7 +705,12 @@ fn compress(
     p.summary = Some(match recorded {
         Some((_, summary, ts)) => {
             let chars = gemini::json_len(&summary);
-            draft.summary(split as i64, summary, &ts, Some("gemini-cli compression".into()));
+            draft.summary(
+                split as i64,
+                summary,
+                &ts,
+                Some("gemini-cli compression".into()),
+            );
             Some(chars)
         }
         None => None,
@@ -690,12 +724,22 @@ fn evictions(draft: &Draft, p: &Progress, seen: i64) -> String {
     let Some(split) = p.split else {
         return "[]".into();
     };
-    let first = draft.events.iter().take_while(|e| e.kind == Kind::System).count();
+    let first = draft
+        .events
+        .iter()
+        .take_while(|e| e.kind == Kind::System)
+        .count();
     let mut out = Vec::new();
     if split > first {
         out.push(json!({"seq": first + 1, "to_seq": split, "action": "summarized", "reducer": "summary"}));
     }
-    for (ix, event) in draft.events.iter().enumerate().take(seen as usize).skip(split) {
+    for (ix, event) in draft
+        .events
+        .iter()
+        .enumerate()
+        .take(seen as usize)
+        .skip(split)
+    {
         if event.kind == Kind::Compaction {
             out.push(json!({"seq": ix + 1, "action": "dropped", "reducer": "marker"}));
         } else if p.cut.binary_search(&ix).is_ok()
@@ -714,7 +758,8 @@ fn checkpoint(import: &mut Import, src: &Path, history: &[Value]) {
         .file_stem()
         .map_or("checkpoint".into(), |s| s.to_string_lossy().into_owned());
     let created = file_time(src);
-    let meta = json!({"source": "gemini-cli", "file": src.display().to_string(), "checkpoint": true});
+    let meta =
+        json!({"source": "gemini-cli", "file": src.display().to_string(), "checkpoint": true});
     let draft = import.session(&id, &created, meta);
     let ts = created.as_str();
     let mut unnamed = 0;
@@ -755,8 +800,9 @@ fn checkpoint(import: &mut Import, src: &Path, history: &[Value]) {
         draft.keep(before, kind, ts, others);
         if model && seen >= 1 {
             let window = gemini::DEFAULT_TOKEN_LIMIT;
-            draft.policy =
-                Some(json!({"preset": "gemini-cli", "budget": {"context_window": window}}).to_string());
+            draft.policy = Some(
+                json!({"preset": "gemini-cli", "budget": {"context_window": window}}).to_string(),
+            );
             draft.call(seen, ts, None, Usage::default());
         }
     }
@@ -808,7 +854,12 @@ fn logs(import: &mut Import, src: &Path, entries: &[Value], seen: &mut HashSet<S
                 let command = trimmed.split_whitespace().next().unwrap_or("");
                 if matches!(command, "/compress" | "/summarize") {
                     let meta = json!({"auto": false});
-                    draft.push(Kind::Compaction, &ts, "/compress".into(), EventExtra::meta(meta));
+                    draft.push(
+                        Kind::Compaction,
+                        &ts,
+                        "/compress".into(),
+                        EventExtra::meta(meta),
+                    );
                 } else {
                     draft.unmapped("slash_command");
                 }
@@ -825,7 +876,10 @@ fn file_time(src: &Path) -> String {
     std::fs::metadata(src)
         .and_then(|m| m.modified())
         .ok()
-        .map(|t| chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .map(|t| {
+            chrono::DateTime::<chrono::Utc>::from(t)
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        })
         .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".into())
         .to_string()
 }

@@ -173,7 +173,11 @@ fn over_the_threshold_the_call_after_compresses_and_keeps_the_newest_part() {
     assert_eq!(fourth.fired, ["compress"]);
     // The summary (a placeholder: none is recorded), then the model's
     // acknowledgement, then the kept part from a user message on.
-    let texts: Vec<&str> = fourth.injections.iter().map(|i| i.content.as_str()).collect();
+    let texts: Vec<&str> = fourth
+        .injections
+        .iter()
+        .map(|i| i.content.as_str())
+        .collect();
     assert_eq!(texts, [gemini::ACK]);
     let tail = fourth.tail_start_seq().unwrap();
     let kind = b.log.events.iter().find(|e| e.seq == tail).unwrap().kind;

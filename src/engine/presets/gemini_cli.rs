@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::Cleared;
 use crate::engine::context::{Context, Cut, Slot, Why};
-use crate::engine::reducers::{Cover, apply_cover, applicable};
+use crate::engine::reducers::{Cover, applicable, apply_cover};
 use crate::engine::split::take_cover;
 use crate::engine::{Carry, ReducerName, Span, State, Status};
 use crate::hosts::gemini::{self, rule};
@@ -249,13 +249,7 @@ fn stand_chars(ctx: &Context, span: Span, policy: &Policy) -> usize {
 fn drop_markers(ctx: &mut Context) {
     for ix in ctx.first_dialogue().max(ctx.settled)..ctx.events.len() {
         if ctx.events[ix].kind == Kind::Compaction && ctx.slots[ix].status == Status::Verbatim {
-            ctx.set(
-                ix,
-                Status::Dropped,
-                ReducerName::Marker,
-                Why::Marker,
-                0,
-            );
+            ctx.set(ix, Status::Dropped, ReducerName::Marker, Why::Marker, 0);
         }
     }
 }
@@ -309,7 +303,10 @@ fn mask(ctx: &Context, g: &GeminiCli, state: &State) -> Vec<usize> {
         if event.kind != Kind::ToolResult
             || !slot.status.is_sent()
             || slot.cut == Cut::GeminiMasked
-            || state.pruned.binary_search_by_key(&event.seq, |p| p.0).is_ok()
+            || state
+                .pruned
+                .binary_search_by_key(&event.seq, |p| p.0)
+                .is_ok()
         {
             continue;
         }
