@@ -213,8 +213,7 @@ pub fn compress(
             parts: 1,
         });
     }
-    for ix in from..end {
-        let event = &events[ix];
+    for (ix, event) in events.iter().enumerate().take(end).skip(from) {
         let role = match event.kind {
             Kind::User => Role::User,
             Kind::ToolResult => Role::User,
@@ -319,7 +318,7 @@ fn grouped(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(d);
