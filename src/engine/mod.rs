@@ -66,6 +66,8 @@ pub enum ReducerName {
     ContextEditing,
     /// A provider's compaction of the request (server-side).
     ProviderCompaction,
+    /// Gemini CLI's compression and masking.
+    GeminiCli,
 }
 
 impl ReducerName {
@@ -88,6 +90,7 @@ impl ReducerName {
             ReducerName::Marker => "marker",
             ReducerName::ContextEditing => "context_editing",
             ReducerName::ProviderCompaction => "provider_compaction",
+            ReducerName::GeminiCli => "gemini_cli",
         }
     }
 
@@ -344,6 +347,9 @@ pub struct State {
     /// Tool results cleared (opencode's prune, claude-code's microcompact),
     /// with the call that cleared them, by seq.
     pub pruned: Arc<Vec<(i64, i64)>>,
+    /// Tool results a compaction cut, by seq, while its split holds
+    /// (gemini-cli's reverse token budget).
+    pub cut: Arc<Vec<i64>>,
     /// The log's marker the split was last moved to (opencode, codex,
     /// claude-code), so it is followed once.
     pub marker: Option<i64>,

@@ -64,6 +64,9 @@ pub fn cut_text(content: &str, cut: Cut) -> Option<String> {
                 total - keep
             ))
         }
+        Cut::Gemini(chars) => crate::hosts::gemini::truncated(content, chars.into()),
+        Cut::GeminiMasked => (!content.contains(crate::hosts::gemini::MASKED_TAG))
+            .then(|| crate::hosts::gemini::masked(content)),
         Cut::TailLines(keep) => {
             let lines: Vec<&str> = content.lines().collect();
             let cut = lines.len().checked_sub(keep as usize).filter(|&n| n > 0)?;

@@ -3,4 +3,5 @@
 //! Below both, so neither reaches into the other.
 
 pub mod codex;
+pub mod gemini;
 pub mod providers;

@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use serde_json::Value;
 
 use super::source::{open_sqlite, parse_json, read_source, without_bom};
-use super::{api, opencode};
+use super::{api, gemini_cli, opencode};
 
 /// The formats `ctxlens import` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -20,6 +20,7 @@ pub enum Format {
     OpenaiResponses,
     Anthropic,
     Otel,
+    GeminiCli,
 }
 
 impl Format {
@@ -33,6 +34,7 @@ impl Format {
             Format::OpenaiResponses => "openai-responses",
             Format::Anthropic => "anthropic",
             Format::Otel => "otel",
+            Format::GeminiCli => "gemini-cli",
         }
     }
 }
@@ -47,8 +49,11 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
         {
             return Ok(Format::Opencode);
         }
+        if gemini_cli::is_folder(src) {
+            return Ok(Format::GeminiCli);
+        }
         bail!(
-            "{}: a folder, but not OpenCode's storage (no session/ or opencode.db)",
+            "{}: a folder, but not OpenCode's storage (no session/ or opencode.db) nor Gemini CLI's (no chats/)",
             src.display()
         );
     }
@@ -83,6 +88,10 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
         if opencode::is_export(&value) {
             return Ok(Format::Opencode);
         }
+        // Before the APIs': a checkpoint's contents are no API's messages.
+        if gemini_cli::is_gemini(&value) {
+            return Ok(Format::GeminiCli);
+        }
         return api::detect(&value).with_context(|| {
             format!(
                 "{}: JSON, but not messages or a request body of a known API",
@@ -108,6 +117,11 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
         }
         if value.get("payload").is_some() && value.get("type").is_some() {
             return Ok(Format::Codex);
+        }
+        // Gemini CLI's session lines open with its header; Claude Code's
+        // lines have a sessionId too, but no projectHash.
+        if gemini_cli::is_header(&value) {
+            return Ok(Format::GeminiCli);
         }
         if value.get("request").is_some() {
             return api::detect(&Value::Array(vec![value])).with_context(|| {

@@ -9,6 +9,7 @@ mod claude_code;
 mod codex;
 mod draft;
 mod format;
+mod gemini_cli;
 mod llm;
 mod opencode;
 mod otel;
@@ -36,7 +37,7 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
     if !src.exists() {
         bail!("{}: no such file or directory", src.display());
     }
-    if src.is_dir() && format != Format::Opencode {
+    if src.is_dir() && !matches!(format, Format::Opencode | Format::GeminiCli) {
         bail!(
             "{}: a folder; {} reads a file",
             src.display(),
@@ -53,6 +54,7 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
             api::read(format, src, &mut import)?
         }
         Format::Otel => otel::read(src, &mut import)?,
+        Format::GeminiCli => gemini_cli::read(src, &mut import)?,
     }
     if import.sessions.iter().all(|s| s.events.is_empty()) {
         bail!(

@@ -36,12 +36,17 @@ impl Policy {
                 (effective, Some(threshold))
             }
             Preset::Codex => (self.codex_window(), Some(self.codex_limit())),
+            Preset::GeminiCli => {
+                let limit = self.gemini_limit();
+                let at = (limit as f64 * self.gemini_cli.threshold).ceil() as u64;
+                (limit, Some(at))
+            }
             _ if b.input_limit > 0 => (b.input_limit, None),
             _ => (b.context_window.saturating_sub(b.output_reserve), None),
         };
         let reducible = usable.saturating_sub(b.injection_reserve);
         let margin = match self.preset {
-            Preset::Opencode | Preset::ClaudeCode | Preset::Codex => 0.0,
+            Preset::Opencode | Preset::ClaudeCode | Preset::Codex | Preset::GeminiCli => 0.0,
             _ => b.safety_margin,
         };
         Budget {
@@ -84,6 +89,15 @@ impl Policy {
     /// model's, the rest kept for its own instructions and tools.
     pub fn codex_window(&self) -> u64 {
         (u128::from(self.budget.context_window) * 95 / 100) as u64
+    }
+
+    /// Gemini CLI's token limit: `gemini-cli.token_limit`, else the
+    /// context window (an imported call records its model's there).
+    pub fn gemini_limit(&self) -> u64 {
+        match self.gemini_cli.token_limit {
+            0 => self.budget.context_window,
+            n => n,
+        }
     }
 
     /// The count at which Codex compacts: `auto_compact_limit`, at most

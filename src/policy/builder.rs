@@ -261,6 +261,7 @@ impl PolicyBuilder {
             ("tiered.narrative_at", policy.tiered.narrative_at),
             ("tiered.placeholder_at", policy.tiered.placeholder_at),
             ("block.compact_at_pct", policy.block.compact_at_pct),
+            ("gemini-cli.threshold", policy.gemini_cli.threshold),
         ];
         for (key, value) in fractions {
             if !(value > 0.0 && value <= 1.0) {
@@ -276,6 +277,14 @@ impl PolicyBuilder {
                     "tiered.placeholder_at",
                 ]),
                 "the phases must rise: truncate_at <= narrative_at <= placeholder_at".into(),
+            ));
+        }
+        // Gemini CLI refuses a fraction of 0 or 1 to keep.
+        let preserve = policy.gemini_cli.preserve;
+        if !(preserve > 0.0 && preserve < 1.0) {
+            return Err(fail(
+                "gemini-cli.preserve",
+                format!("{preserve} is not in (0, 1)"),
             ));
         }
         let pct = policy.claude_code.autocompact_pct;

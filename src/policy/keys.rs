@@ -43,6 +43,8 @@ pub struct Policy {
     pub anthropic_compaction: AnthropicCompaction,
     #[serde(rename = "openai-compaction")]
     pub openai_compaction: OpenaiCompaction,
+    #[serde(rename = "gemini-cli")]
+    pub gemini_cli: GeminiCli,
 }
 
 impl Default for Policy {
@@ -84,10 +86,12 @@ pub enum Preset {
     AnthropicCompaction,
     /// OpenAI's Responses compaction (`compact_threshold`, `/responses/compact`).
     OpenaiCompaction,
+    /// Gemini CLI's compression and tool output masking.
+    GeminiCli,
 }
 
 impl Preset {
-    pub const NAMES: [&str; 16] = [
+    pub const NAMES: [&str; 17] = [
         "pipeline",
         "opencode",
         "tiered",
@@ -104,6 +108,7 @@ impl Preset {
         "anthropic-context-editing",
         "anthropic-compaction",
         "openai-compaction",
+        "gemini-cli",
     ];
 
     /// Whether this preset reads `key` (a dotted policy key): the editor
@@ -137,7 +142,9 @@ impl Preset {
     fn tables(self) -> &'static [&'static str] {
         match self {
             Preset::Pipeline => &["tool_results", "window", "summary", "trigger"],
-            Preset::Opencode | Preset::Codex | Preset::ClaudeCode => &["summary"],
+            Preset::Opencode | Preset::Codex | Preset::ClaudeCode | Preset::GeminiCli => {
+                &["summary"]
+            }
             Preset::Adaptive
             | Preset::PreserveUser
             | Preset::TokenFraction
@@ -165,7 +172,8 @@ impl Preset {
             | Preset::RecentTurns
             | Preset::Executive
             | Preset::Codex
-            | Preset::ClaudeCode => true,
+            | Preset::ClaudeCode
+            | Preset::GeminiCli => true,
             // The providers' own compactions are their items in the
             // requests, never the log's markers.
             Preset::Tiered
@@ -196,6 +204,7 @@ impl Preset {
             Preset::AnthropicContextEditing => "anthropic-context-editing",
             Preset::AnthropicCompaction => "anthropic-compaction",
             Preset::OpenaiCompaction => "openai-compaction",
+            Preset::GeminiCli => "gemini-cli",
         }
     }
 }
@@ -531,6 +540,29 @@ pub struct AnthropicCompaction {
 pub struct OpenaiCompaction {
     /// Rendered tokens at which the server compacts.
     pub compact_threshold: u64,
+}
+
+/// Gemini CLI's compression and tool output masking (the gemini-cli preset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GeminiCli {
+    /// Compress when the previous call's prompt reaches this fraction of the token limit.
+    pub threshold: f64,
+    /// The fraction of the history's characters kept after a compression.
+    pub preserve: f64,
+    /// The model's token limit; 0: Gemini CLI's for the call's model.
+    pub token_limit: u64,
+    /// Tokens of tool output a compression keeps whole, newest first.
+    pub response_budget: u64,
+    /// Characters a tool output past that budget is cut to.
+    pub truncate_chars: u64,
+    /// Whether old tool outputs are masked between compressions.
+    pub masking: bool,
+    /// Tokens of the newest tool outputs never masked.
+    pub mask_protect: u64,
+    /// Tokens of maskable tool output needed before any is masked.
+    pub mask_min_prunable: u64,
+    /// Whether the history's latest content is never masked.
+    pub mask_protect_latest: bool,
 }
 
 /// Which OpenCode the opencode preset follows.

@@ -15,9 +15,9 @@ pub use document::preset_file;
 pub use error::{PolicyError, Source};
 pub use keys::{
     Adaptive, AnthropicCompaction, AnthropicContextEditing, Block, BudgetPolicy, Calibrate,
-    ClaudeCode, Codex, Combine, CostPolicy, Executive, Mode, OpenaiCompaction, Opencode, Pin,
-    Policy, PreserveUser, Preset, RecentTurns, Retention, Scope, Structural, SummaryPolicy, Tiered,
-    TokenFraction, ToolResults, ToolRule, Trigger, TriggerType, Variant, Window, is_price,
+    ClaudeCode, Codex, Combine, CostPolicy, Executive, GeminiCli, Mode, OpenaiCompaction, Opencode,
+    Pin, Policy, PreserveUser, Preset, RecentTurns, Retention, Scope, Structural, SummaryPolicy,
+    Tiered, TokenFraction, ToolResults, ToolRule, Trigger, TriggerType, Variant, Window, is_price,
 };
 pub use schema::{allowed_values, key_docs};
 

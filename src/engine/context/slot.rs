@@ -162,6 +162,17 @@ pub enum Why {
     },
     /// The call's record does not read (its rendered column is not JSON).
     BadRecord,
+    /// Gemini CLI's compression cut it: older than the newest `budget`
+    /// tokens of tool output.
+    GeminiTruncated {
+        budget: Packed<u64>,
+    },
+    /// Gemini CLI masked it at `call`: older than the newest `protect`
+    /// tokens of tool output.
+    GeminiMasked {
+        call: Packed<i64>,
+        protect: Packed<u64>,
+    },
 }
 
 /// What a reason's words read of the call it was given at, so that the
@@ -281,6 +292,12 @@ impl Why {
                 format!("dropped by the provider's compaction: replaced by its item at seq {seq}")
             }
             Why::BadRecord => "the call's record does not read".into(),
+            Why::GeminiTruncated { budget } => format!(
+                "cut by Gemini CLI's compression: older than the newest {budget} tokens of tool output"
+            ),
+            Why::GeminiMasked { call, protect } => format!(
+                "masked at call {call}: older than the newest {protect} tokens of tool output"
+            ),
         }
     }
 }
@@ -329,4 +346,10 @@ pub enum Cut {
     /// The last this many lines, after how many came before: what the
     /// summarizer is given of a long tool result (pre-trim).
     TailLines(u32),
+    /// Gemini CLI's cut of a tool output past its compression's budget:
+    /// the first fifth and last four fifths of this many characters.
+    Gemini(u32),
+    /// Gemini CLI's masking of an old tool output: its first and last 250
+    /// characters in the masking tag.
+    GeminiMasked,
 }

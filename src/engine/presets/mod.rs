@@ -16,6 +16,7 @@ pub mod block;
 pub mod claude_code;
 pub mod codex;
 pub mod executive;
+pub mod gemini_cli;
 pub mod openai_compaction;
 pub mod opencode;
 pub mod pipeline;
@@ -72,7 +73,7 @@ const fn design(preset: Preset, project: Project) -> Design {
 }
 
 /// Every preset, in the order `Preset::NAMES` lists them.
-pub const DESIGNS: [Design; 16] = [
+pub const DESIGNS: [Design; 17] = [
     design(Preset::Pipeline, pipeline::project),
     Design {
         cuts: true,
@@ -122,6 +123,7 @@ pub const DESIGNS: [Design; 16] = [
         server: true,
         ..design(Preset::OpenaiCompaction, openai_compaction::project)
     },
+    design(Preset::GeminiCli, gemini_cli::project),
 ];
 
 /// The design of `preset`.
