@@ -6,6 +6,7 @@
 pub(crate) mod api;
 mod cache;
 mod claude_code;
+mod cline;
 mod codex;
 mod draft;
 mod format;
@@ -36,7 +37,8 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
     if !src.exists() {
         bail!("{}: no such file or directory", src.display());
     }
-    if src.is_dir() && format != Format::Opencode {
+    let folders = [Format::Opencode, Format::Cline, Format::Roo];
+    if src.is_dir() && !folders.contains(&format) {
         bail!(
             "{}: a folder; {} reads a file",
             src.display(),
@@ -53,6 +55,8 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
             api::read(format, src, &mut import)?
         }
         Format::Otel => otel::read(src, &mut import)?,
+        Format::Cline => cline::read(src, &mut import, cline::Host::Cline)?,
+        Format::Roo => cline::read(src, &mut import, cline::Host::Roo)?,
     }
     if import.sessions.iter().all(|s| s.events.is_empty()) {
         bail!(
