@@ -66,6 +66,9 @@ pub enum ReducerName {
     ContextEditing,
     /// A provider's compaction of the request (server-side).
     ProviderCompaction,
+    /// A host's truncation: messages left out without a summary, and what
+    /// it sends in place of earlier texts (Cline's, Roo Code's).
+    Truncation,
 }
 
 impl ReducerName {
@@ -88,6 +91,7 @@ impl ReducerName {
             ReducerName::Marker => "marker",
             ReducerName::ContextEditing => "context_editing",
             ReducerName::ProviderCompaction => "provider_compaction",
+            ReducerName::Truncation => "truncation",
         }
     }
 
@@ -347,6 +351,9 @@ pub struct State {
     /// The log's marker the split was last moved to (opencode, codex,
     /// claude-code), so it is followed once.
     pub marker: Option<i64>,
+    /// Presets whose host leaves messages out without a summary: the span
+    /// left out so far (cline, roo).
+    pub dropped: Option<Span>,
     pub previous_last_seq: Option<i64>,
     /// The call before (its id), and the tokens it was projected with.
     pub previous_call: Option<i64>,

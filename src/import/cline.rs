@@ -552,6 +552,7 @@ impl Built {
             markers.push((c.call, position));
         }
         let edits = edits(task, &blocks, draft, warnings);
+        let pairs = pairs_of(draft);
         for (k, call) in requests.calls.iter().enumerate() {
             let request = self.request[k];
             let last = (0..=request.min(history.len().saturating_sub(1)))
@@ -581,7 +582,7 @@ impl Built {
                 })
                 .max_by_key(|(s, _)| **s)
                 .map(|(_, at)| *at);
-            let evictions = self.evictions(k, &spans, &markers, &edits, call.ts);
+            let evictions = self.evictions(k, &spans, &markers, &edits, &pairs, call.ts);
             let ts = rfc3339(call.ts);
             let made = draft.call(last, &ts, call.model.clone(), usage);
             made.summary_id = summary.map(|s| s as i64);
@@ -601,6 +602,7 @@ impl Built {
         spans: &[Option<(i64, i64)>],
         markers: &[(usize, i64)],
         edits: &[(i64, i64)],
+        pairs: &[(i64, i64)],
         ts: i64,
     ) -> String {
         let mut each: Vec<(i64, &str, &str)> = Vec::new();
@@ -617,6 +619,16 @@ impl Built {
             };
             each.extend((from..=to).map(|p| (p, action, reducer)));
         }
+        // A tool call goes with its result: kept while its result is
+        // sent, dropped with it, as the preset does (no orphan is sent).
+        let out_at = |p: i64, each: &[(i64, &str, &str)]| each.iter().any(|e| e.0 == p);
+        for &(call, result) in pairs {
+            match (out_at(call, &each), out_at(result, &each)) {
+                (true, false) => each.retain(|e| e.0 != call),
+                (false, true) => each.push((call, "dropped", "host")),
+                _ => {}
+            }
+        }
         each.extend(
             markers
                 .iter()
@@ -628,7 +640,7 @@ impl Built {
             edits
                 .iter()
                 .filter(|e| e.1 <= ts && !gone.contains(&e.0))
-                .map(|e| (e.0, "stubbed", "host")),
+                .map(|e| (e.0, "truncated", "host")),
         );
         each.sort_unstable();
         each.dedup_by_key(|e| e.0);
@@ -647,6 +659,29 @@ impl Built {
         out.extend(run.map(entry));
         Value::Array(out).to_string()
     }
+}
+
+/// Each tool call's position with its result's.
+fn pairs_of(draft: &Draft) -> Vec<(i64, i64)> {
+    let mut calls: HashMap<&str, i64> = HashMap::new();
+    let mut out = Vec::new();
+    for (ix, e) in draft.events.iter().enumerate() {
+        let Some(id) = e.call_id.as_deref() else {
+            continue;
+        };
+        match e.kind {
+            Kind::ToolCall => {
+                calls.insert(id, ix as i64 + 1);
+            }
+            Kind::ToolResult => {
+                if let Some(call) = calls.remove(id) {
+                    out.push((call, ix as i64 + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 fn entry((from, to, action, reducer): (i64, i64, &str, &str)) -> Value {

@@ -36,12 +36,19 @@ impl Policy {
                 (effective, Some(threshold))
             }
             Preset::Codex => (self.codex_window(), Some(self.codex_limit())),
+            Preset::Cline => (b.context_window, Some(self.cline_threshold())),
+            Preset::Roo => {
+                let (allowed, threshold) = self.roo_threshold();
+                (allowed, Some(threshold))
+            }
             _ if b.input_limit > 0 => (b.input_limit, None),
             _ => (b.context_window.saturating_sub(b.output_reserve), None),
         };
         let reducible = usable.saturating_sub(b.injection_reserve);
         let margin = match self.preset {
-            Preset::Opencode | Preset::ClaudeCode | Preset::Codex => 0.0,
+            Preset::Opencode | Preset::ClaudeCode | Preset::Codex | Preset::Cline | Preset::Roo => {
+                0.0
+            }
             _ => b.safety_margin,
         };
         Budget {
@@ -78,6 +85,41 @@ impl Policy {
             return (effective, lowered.min(threshold));
         }
         (effective, threshold)
+    }
+
+    /// The count at which Cline truncates (`max_allowed`, else Cline's
+    /// table for the window) or, with auto-condense, the smaller of that
+    /// and `auto_condense_threshold` of the window.
+    pub fn cline_threshold(&self) -> u64 {
+        let c = &self.cline;
+        let window = self.budget.context_window;
+        let max = match c.max_allowed {
+            0 => crate::hosts::cline::max_allowed_size(window),
+            n => n,
+        };
+        if c.auto_condense {
+            let share = (window as f64 * c.auto_condense_threshold).floor() as u64;
+            return share.min(max);
+        }
+        max
+    }
+
+    /// What Roo Code allows a request (window × 0.9 less the output
+    /// reserved) and the count at which it condenses (the smaller of that
+    /// and `auto_condense_percent` of the window, with auto-condense on).
+    pub fn roo_threshold(&self) -> (u64, u64) {
+        let r = &self.roo;
+        let window = self.budget.context_window;
+        let reserved = match r.max_tokens {
+            0 => crate::hosts::cline::ROO_DEFAULT_MAX_TOKENS,
+            n => n,
+        };
+        let allowed = crate::hosts::cline::roo_allowed_tokens(window, reserved).max(0.0) as u64;
+        if !r.auto_condense {
+            return (allowed, allowed);
+        }
+        let share = (window as f64 * r.auto_condense_percent / 100.0).ceil() as u64;
+        (allowed, share.min(allowed.saturating_add(1)))
     }
 
     /// The window Codex reports (`model_context_window`): 95% of the

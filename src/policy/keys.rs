@@ -43,6 +43,8 @@ pub struct Policy {
     pub anthropic_compaction: AnthropicCompaction,
     #[serde(rename = "openai-compaction")]
     pub openai_compaction: OpenaiCompaction,
+    pub cline: Cline,
+    pub roo: Roo,
 }
 
 impl Default for Policy {
@@ -84,10 +86,12 @@ pub enum Preset {
     AnthropicCompaction,
     /// OpenAI's Responses compaction (`compact_threshold`, `/responses/compact`).
     OpenaiCompaction,
+    Cline,
+    Roo,
 }
 
 impl Preset {
-    pub const NAMES: [&str; 16] = [
+    pub const NAMES: [&str; 18] = [
         "pipeline",
         "opencode",
         "tiered",
@@ -104,6 +108,8 @@ impl Preset {
         "anthropic-context-editing",
         "anthropic-compaction",
         "openai-compaction",
+        "cline",
+        "roo",
     ];
 
     /// Whether this preset reads `key` (a dotted policy key): the editor
@@ -137,7 +143,8 @@ impl Preset {
     fn tables(self) -> &'static [&'static str] {
         match self {
             Preset::Pipeline => &["tool_results", "window", "summary", "trigger"],
-            Preset::Opencode | Preset::Codex | Preset::ClaudeCode => &["summary"],
+            Preset::Opencode | Preset::Codex | Preset::ClaudeCode | Preset::Roo => &["summary"],
+            Preset::Cline => &[],
             Preset::Adaptive
             | Preset::PreserveUser
             | Preset::TokenFraction
@@ -165,7 +172,9 @@ impl Preset {
             | Preset::RecentTurns
             | Preset::Executive
             | Preset::Codex
-            | Preset::ClaudeCode => true,
+            | Preset::ClaudeCode
+            | Preset::Cline
+            | Preset::Roo => true,
             // The providers' own compactions are their items in the
             // requests, never the log's markers.
             Preset::Tiered
@@ -196,6 +205,8 @@ impl Preset {
             Preset::AnthropicContextEditing => "anthropic-context-editing",
             Preset::AnthropicCompaction => "anthropic-compaction",
             Preset::OpenaiCompaction => "openai-compaction",
+            Preset::Cline => "cline",
+            Preset::Roo => "roo",
         }
     }
 }
@@ -531,6 +542,34 @@ pub struct AnthropicCompaction {
 pub struct OpenaiCompaction {
     /// Rendered tokens at which the server compacts.
     pub compact_threshold: u64,
+}
+
+/// Cline's context management (the cline preset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cline {
+    /// The most tokens a request may hold before Cline acts; 0: from the window.
+    pub max_allowed: u64,
+    /// `useAutoCondense`: Cline has the model summarize (`summarize_task`) rather than truncate.
+    pub auto_condense: bool,
+    /// `autoCondenseThreshold`: the share of the window that triggers it.
+    pub auto_condense_threshold: f64,
+    /// What the first answer's first text is sent as once Cline truncated.
+    pub notice: String,
+}
+
+/// Roo Code's context management (the roo preset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Roo {
+    /// `autoCondenseContext`: condense (summarize) rather than truncate.
+    pub auto_condense: bool,
+    /// `autoCondenseContextPercent` (or the profile's threshold): condense at this percentage of the window.
+    pub auto_condense_percent: f64,
+    /// The model's output reserve (`maxTokens`); 0: 8192.
+    pub max_tokens: u64,
+    /// The messages kept after the summary (`N_MESSAGES_TO_KEEP`).
+    pub keep_last: u64,
+    /// The share of the messages after the first the sliding window hides.
+    pub truncate_fraction: f64,
 }
 
 /// Which OpenCode the opencode preset follows.

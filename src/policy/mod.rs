@@ -15,9 +15,10 @@ pub use document::preset_file;
 pub use error::{PolicyError, Source};
 pub use keys::{
     Adaptive, AnthropicCompaction, AnthropicContextEditing, Block, BudgetPolicy, Calibrate,
-    ClaudeCode, Codex, Combine, CostPolicy, Executive, Mode, OpenaiCompaction, Opencode, Pin,
-    Policy, PreserveUser, Preset, RecentTurns, Retention, Scope, Structural, SummaryPolicy, Tiered,
-    TokenFraction, ToolResults, ToolRule, Trigger, TriggerType, Variant, Window, is_price,
+    ClaudeCode, Cline, Codex, Combine, CostPolicy, Executive, Mode, OpenaiCompaction, Opencode,
+    Pin, Policy, PreserveUser, Preset, RecentTurns, Retention, Roo, Scope, Structural,
+    SummaryPolicy, Tiered, TokenFraction, ToolResults, ToolRule, Trigger, TriggerType, Variant,
+    Window, is_price,
 };
 pub use schema::{allowed_values, key_docs};
 

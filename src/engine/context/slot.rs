@@ -162,6 +162,23 @@ pub enum Why {
     },
     /// The call's record does not read (its rendered column is not JSON).
     BadRecord,
+    /// Left out by the host's truncation (Cline's, Roo Code's sliding
+    /// window), which it made when a request reached `limit` tokens.
+    Truncated {
+        limit: Packed<u64>,
+    },
+    /// The truncation the host's log records (its marker at `seq`).
+    TruncatedByHost {
+        seq: Packed<i64>,
+    },
+    /// Sent as the host's notice that it truncated (Cline's, in place of
+    /// the first answer's text).
+    TruncationNotice,
+    /// Sent as the text the host put in its place (Cline's edit of a file
+    /// read again), as its log records.
+    EditedByHost,
+    /// The first message, which the host sends before its summary (Roo Code's).
+    FirstKept,
 }
 
 /// What a reason's words read of the call it was given at, so that the
@@ -281,6 +298,24 @@ impl Why {
                 format!("dropped by the provider's compaction: replaced by its item at seq {seq}")
             }
             Why::BadRecord => "the call's record does not read".into(),
+            Why::Truncated { limit } => format!(
+                "left out by the host's truncation: a request reached {limit} tokens (the first exchange is kept)"
+            ),
+            Why::TruncatedByHost { seq } => {
+                format!(
+                    "left out by the host's truncation, as its log records (marker at seq {seq})"
+                )
+            }
+            Why::TruncationNotice => {
+                "sent as the host's notice that earlier messages were removed".into()
+            }
+            Why::EditedByHost => {
+                "sent as the text the host put in its place (a file read again later)".into()
+            }
+            Why::FirstKept => format!(
+                "the first message, kept before the summary of {}..{}",
+                stand.from_seq, stand.to_seq
+            ),
         }
     }
 }

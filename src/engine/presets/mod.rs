@@ -14,6 +14,7 @@ pub mod anthropic_compaction;
 pub mod anthropic_context_editing;
 pub mod block;
 pub mod claude_code;
+pub mod cline;
 pub mod codex;
 pub mod executive;
 pub mod openai_compaction;
@@ -22,6 +23,7 @@ pub mod pipeline;
 pub mod preserve_user;
 pub mod recent_turns;
 pub mod recorded;
+pub mod roo;
 pub mod structural;
 pub mod tiered;
 pub mod token_fraction;
@@ -72,7 +74,7 @@ const fn design(preset: Preset, project: Project) -> Design {
 }
 
 /// Every preset, in the order `Preset::NAMES` lists them.
-pub const DESIGNS: [Design; 16] = [
+pub const DESIGNS: [Design; 18] = [
     design(Preset::Pipeline, pipeline::project),
     Design {
         cuts: true,
@@ -121,6 +123,14 @@ pub const DESIGNS: [Design; 16] = [
         pins: false,
         server: true,
         ..design(Preset::OpenaiCompaction, openai_compaction::project)
+    },
+    Design {
+        cuts: true,
+        ..design(Preset::Cline, cline::project)
+    },
+    Design {
+        cuts: true,
+        ..design(Preset::Roo, roo::project)
     },
 ];
 
