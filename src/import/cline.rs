@@ -508,6 +508,8 @@ impl Built {
                 while let Some(c) =
                     compactions.next_if(|c| self.request.get(c.call).is_none_or(|&r| r <= i))
                 {
+                    // Made before the request it came before was sent.
+                    let ts = call_ts(c.call).map_or(ts.clone(), rfc3339);
                     let position = marker(draft, c, &self, host, &spans, &ts);
                     if let Some(s) = c.summary {
                         let at = summary(draft, &history[s], s, &self, &spans, &ts);

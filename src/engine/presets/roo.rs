@@ -60,6 +60,34 @@ pub fn project<'a>(
             }
         }
         ctx.around.events.extend(kept);
+        // A tool call whose result is kept after the summary is sent with
+        // it (Roo Code keeps such calls in its summary message).
+        let n = ctx.events.len();
+        for ix in first..end {
+            let answered_after = ctx.events[ix].kind == Kind::ToolCall
+                && ctx
+                    .session
+                    .partner_of(ix)
+                    .is_some_and(|p| p >= end && p < n);
+            if answered_after && ctx.slots[ix].status != Status::Pinned {
+                let tokens = ctx.raw_tokens(ix);
+                ctx.set(
+                    ix,
+                    Status::Pinned,
+                    ReducerName::Summary,
+                    Why::FirstKept,
+                    tokens,
+                );
+            }
+            if answered_after {
+                ctx.around.events.push(ix);
+                // And its result, which the cover took with it, is sent.
+                let result = ctx.session.partner_of(ix).expect("answered");
+                if !ctx.slots[result].status.is_sent() {
+                    ctx.put(result, crate::engine::Slot::kept(&ctx.counts, result));
+                }
+            }
+        }
     }
     let why = match state.marker {
         Some(seq) => Why::TruncatedByHost { seq: seq.into() },
