@@ -24,6 +24,7 @@ mod hostile;
 mod hosts;
 mod import;
 mod import_claude_code;
+mod import_cline;
 mod import_fuzz;
 mod import_lines;
 mod import_opencode;
