@@ -37,10 +37,7 @@ impl Policy {
             }
             Preset::Codex => (self.codex_window(), Some(self.codex_limit())),
             Preset::Cline => (b.context_window, Some(self.cline_threshold())),
-            Preset::Roo => {
-                let (allowed, threshold) = self.roo_threshold();
-                (allowed, Some(threshold))
-            }
+            Preset::Roo => (b.context_window, Some(self.roo_threshold().1)),
             _ if b.input_limit > 0 => (b.input_limit, None),
             _ => (b.context_window.saturating_sub(b.output_reserve), None),
         };

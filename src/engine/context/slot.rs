@@ -167,10 +167,6 @@ pub enum Why {
     Truncated {
         limit: Packed<u64>,
     },
-    /// The truncation the host's log records (its marker at `seq`).
-    TruncatedByHost {
-        seq: Packed<i64>,
-    },
     /// Sent as the host's notice that it truncated (Cline's, in place of
     /// the first answer's text).
     TruncationNotice,
@@ -301,11 +297,6 @@ impl Why {
             Why::Truncated { limit } => format!(
                 "left out by the host's truncation: a request reached {limit} tokens (the first exchange is kept)"
             ),
-            Why::TruncatedByHost { seq } => {
-                format!(
-                    "left out by the host's truncation, as its log records (marker at seq {seq})"
-                )
-            }
             Why::TruncationNotice => {
                 "sent as the host's notice that earlier messages were removed".into()
             }

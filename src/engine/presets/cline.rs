@@ -51,18 +51,24 @@ pub fn project<'a>(
             notice = messages.get(1).map(|m| m.0);
         }
     }
-    let why = match state.marker {
-        Some(seq) => Why::TruncatedByHost { seq: seq.into() },
-        None => Why::Truncated {
-            limit: limit.into(),
-        },
+    let why = Why::Truncated {
+        limit: limit.into(),
     };
     apply_dropped(&mut ctx, state.dropped, why, carry);
-    if state.marker.is_none() && state.dropped.is_some() {
-        // The first answer's first text, as Cline sends it once it truncated.
+    if state.dropped.is_some() {
+        // The first answer's first text, as Cline sends it once it
+        // truncated (the log's text for it, where it has one).
         let first = notice.or_else(|| first_answer(&ctx));
         if let Some(ix) = first.filter(|&ix| ctx.events[ix].kind == Kind::Assistant) {
-            edit(&mut ctx, ix, Why::TruncationNotice, &c.notice);
+            let logged = meta_of(&ctx.events[ix])["replaced_by"]
+                .as_str()
+                .map(str::to_string);
+            edit(
+                &mut ctx,
+                ix,
+                Why::TruncationNotice,
+                logged.as_deref().unwrap_or(&c.notice),
+            );
         }
     }
     if policy.trigger.on_request {
@@ -216,7 +222,8 @@ pub(super) fn apply_dropped(ctx: &mut Context, dropped: Option<Span>, why: Why, 
     carry.own::<Applied>().0 = dropped;
     for ix in done.max(now.start)..now.end {
         let event = &ctx.events[ix];
-        if ctx.slots[ix].status != Status::Verbatim {
+        // Markers are left to `drop_markers`, at every call alike.
+        if ctx.slots[ix].status != Status::Verbatim || event.kind == Kind::Compaction {
             continue;
         }
         let partner = ctx.session.partner_of(ix).filter(|&p| p < n);

@@ -89,11 +89,8 @@ pub fn project<'a>(
             }
         }
     }
-    let why = match state.marker {
-        Some(seq) => Why::TruncatedByHost { seq: seq.into() },
-        None => Why::Truncated {
-            limit: allowed.into(),
-        },
+    let why = Why::Truncated {
+        limit: allowed.into(),
     };
     apply_dropped(&mut ctx, state.dropped, why, carry);
     drop_markers(&mut ctx);
