@@ -7,6 +7,8 @@
 //! (RooCodeInc/Roo-Code): when it condenses or slides its window, and what
 //! each keeps.
 
+pub use crate::policy::{ROO_DEFAULT_MAX_TOKENS, max_allowed_size, roo_allowed_tokens};
+
 /// The text Cline puts in place of the first assistant message's first
 /// text once it truncated (`formatResponse.contextTruncationNotice`).
 pub const TRUNCATION_NOTICE: &str = "[NOTE] Some previous conversation history with the user has been removed to maintain optimal context window length. The initial user task has been retained for continuity, while intermediate conversation history has been removed. Keep this in mind as you continue assisting the user. Pay special attention to the user's latest messages.";
@@ -17,21 +19,6 @@ pub const INTERRUPTED: &str = "Task was interrupted before this tool call could 
 
 /// The context window Cline assumes where the model does not say (`getContextWindowInfo`).
 pub const DEFAULT_WINDOW: u64 = 128_000;
-
-/// The most tokens a request may hold before Cline truncates, for a model
-/// of `window` tokens (`getContextWindowInfo`): 27,000 below a 64,000
-/// window (DeepSeek's), 30,000 below 128,000, 40,000 below 200,000, and
-/// otherwise the larger of the window less 40,000 and 80% of it.
-pub fn max_allowed_size(window: u64) -> u64 {
-    match window {
-        64_000 => 37_000,
-        128_000 => 98_000,
-        200_000 => 160_000,
-        w => w
-            .saturating_sub(40_000)
-            .max((w.saturating_mul(4)).div_ceil(5)),
-    }
-}
 
 /// How much of the history after the first exchange a truncation keeps
 /// (`getNextTruncationRange`'s `keep`).
@@ -92,22 +79,8 @@ pub fn next_truncation_range(
     (2, end)
 }
 
-/// Roo Code's share of the window kept free before it condenses or
-/// truncates (`TOKEN_BUFFER_PERCENTAGE`).
-pub const TOKEN_BUFFER_PERCENTAGE: f64 = 0.1;
-
 /// The messages Roo Code keeps after its summary (`N_MESSAGES_TO_KEEP`).
 pub const N_MESSAGES_TO_KEEP: usize = 3;
-
-/// The output Roo Code reserves where the model names none
-/// (`ANTHROPIC_DEFAULT_MAX_TOKENS`).
-pub const ROO_DEFAULT_MAX_TOKENS: u64 = 8192;
-
-/// The tokens Roo Code allows a request before it must act:
-/// window × (1 − 10%) less the output reserved.
-pub fn roo_allowed_tokens(window: u64, reserved: u64) -> f64 {
-    window as f64 * (1.0 - TOKEN_BUFFER_PERCENTAGE) - reserved as f64
-}
 
 /// What Roo Code does before a request of `tokens` (the previous request's
 /// total and the new message), for `manageContext`.

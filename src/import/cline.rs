@@ -307,9 +307,10 @@ impl Requests {
             for call in out.calls.iter_mut().filter(|c| c.model.is_none()) {
                 call.model = usage
                     .iter()
+                    .rev()
                     .filter(|u| u["ts"].as_i64().is_none_or(|ts| ts <= call.ts))
                     .filter_map(|u| u["model_id"].as_str())
-                    .last()
+                    .next()
                     .map(str::to_string);
             }
         }

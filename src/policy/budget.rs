@@ -91,7 +91,7 @@ impl Policy {
         let c = &self.cline;
         let window = self.budget.context_window;
         let max = match c.max_allowed {
-            0 => crate::hosts::cline::max_allowed_size(window),
+            0 => max_allowed_size(window),
             n => n,
         };
         if c.auto_condense {
@@ -108,10 +108,10 @@ impl Policy {
         let r = &self.roo;
         let window = self.budget.context_window;
         let reserved = match r.max_tokens {
-            0 => crate::hosts::cline::ROO_DEFAULT_MAX_TOKENS,
+            0 => ROO_DEFAULT_MAX_TOKENS,
             n => n,
         };
-        let allowed = crate::hosts::cline::roo_allowed_tokens(window, reserved).max(0.0) as u64;
+        let allowed = roo_allowed_tokens(window, reserved).max(0.0) as u64;
         if !r.auto_condense {
             return (allowed, allowed);
         }
@@ -134,6 +134,38 @@ impl Policy {
             n => n.min(ninety),
         }
     }
+}
+
+// Cline's and Roo Code's limits by window (`crate::hosts::cline` has the
+// rest of their rules; these are here for the budgets, a floor below).
+
+/// The most tokens a request may hold before Cline truncates, for a model
+/// of `window` tokens (`getContextWindowInfo`): 27,000 below a 64,000
+/// window (DeepSeek's), 30,000 below 128,000, 40,000 below 200,000, and
+/// otherwise the larger of the window less 40,000 and 80% of it.
+pub fn max_allowed_size(window: u64) -> u64 {
+    match window {
+        64_000 => 37_000,
+        128_000 => 98_000,
+        200_000 => 160_000,
+        w => w
+            .saturating_sub(40_000)
+            .max((w.saturating_mul(4)).div_ceil(5)),
+    }
+}
+
+/// Roo Code's share of the window kept free before it condenses or
+/// truncates (`TOKEN_BUFFER_PERCENTAGE`).
+pub const TOKEN_BUFFER_PERCENTAGE: f64 = 0.1;
+
+/// The output Roo Code reserves where the model names none
+/// (`ANTHROPIC_DEFAULT_MAX_TOKENS`).
+pub const ROO_DEFAULT_MAX_TOKENS: u64 = 8192;
+
+/// The tokens Roo Code allows a request before it must act:
+/// window × (1 − 10%) less the output reserved.
+pub fn roo_allowed_tokens(window: u64, reserved: u64) -> f64 {
+    window as f64 * (1.0 - TOKEN_BUFFER_PERCENTAGE) - reserved as f64
 }
 
 /// The budget threaded through the reducers. A struct, so per-tier caps can be

@@ -9,7 +9,10 @@ mod error;
 mod keys;
 mod schema;
 
-pub use budget::{Budget, Limits};
+pub use budget::{
+    Budget, Limits, ROO_DEFAULT_MAX_TOKENS, TOKEN_BUFFER_PERCENTAGE, max_allowed_size,
+    roo_allowed_tokens,
+};
 pub use builder::{MAX_DEPTH, PolicyBuilder};
 pub use document::preset_file;
 pub use error::{PolicyError, Source};
