@@ -68,6 +68,9 @@ pub enum ReducerName {
     ProviderCompaction,
     /// Gemini CLI's compression and masking.
     GeminiCli,
+    /// A host's truncation: messages left out without a summary, and what
+    /// it sends in place of earlier texts (Cline's, Roo Code's).
+    Truncation,
 }
 
 impl ReducerName {
@@ -91,6 +94,7 @@ impl ReducerName {
             ReducerName::ContextEditing => "context_editing",
             ReducerName::ProviderCompaction => "provider_compaction",
             ReducerName::GeminiCli => "gemini_cli",
+            ReducerName::Truncation => "truncation",
         }
     }
 
@@ -353,6 +357,9 @@ pub struct State {
     /// The log's marker the split was last moved to (opencode, codex,
     /// claude-code), so it is followed once.
     pub marker: Option<i64>,
+    /// Presets whose host leaves messages out without a summary: the span
+    /// left out so far (cline, roo).
+    pub dropped: Option<Span>,
     pub previous_last_seq: Option<i64>,
     /// The call before (its id), and the tokens it was projected with.
     pub previous_call: Option<i64>,

@@ -89,6 +89,15 @@ pub fn elided(event: &Event) -> String {
     )
 }
 
+/// What a host sends in place of an event it edited: the text its log
+/// records (`replaced_by` in the event's meta), else its truncation notice.
+pub fn replaced_text(event: &Event, policy: &Policy) -> String {
+    (event.meta.as_deref())
+        .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+        .and_then(|m| m["replaced_by"].as_str().map(str::to_string))
+        .unwrap_or_else(|| policy.cline.notice.clone())
+}
+
 /// The text `event` is sent as, given its slot at a call.
 pub fn sent_text<'e>(event: &'e Event, slot: &Slot, policy: &Policy) -> Cow<'e, str> {
     sent_text_from(event, slot, policy, || event.content.get())
@@ -117,6 +126,10 @@ pub fn sent_text_from<'e>(
                     .to_string(),
             ),
         },
+        // A host's edit: the text it put in the event's place.
+        Status::Truncated if slot.reducer == Some(ReducerName::Truncation) => {
+            Cow::Owned(replaced_text(event, policy))
+        }
         Status::Truncated => {
             let content = content();
             match cut_text(&content, slot.cut) {

@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use serde_json::Value;
 
 use super::source::{open_sqlite, parse_json, read_source, without_bom};
-use super::{api, gemini_cli, opencode};
+use super::{api, cline, gemini_cli, opencode};
 
 /// The formats `ctxlens import` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -21,6 +21,8 @@ pub enum Format {
     Anthropic,
     Otel,
     GeminiCli,
+    Cline,
+    Roo,
 }
 
 impl Format {
@@ -35,6 +37,8 @@ impl Format {
             Format::Anthropic => "anthropic",
             Format::Otel => "otel",
             Format::GeminiCli => "gemini-cli",
+            Format::Cline => "cline",
+            Format::Roo => "roo",
         }
     }
 }
@@ -42,6 +46,15 @@ impl Format {
 /// The format of `src`, from its shape: a folder, a SQLite file, a JSON
 /// document or JSON lines, and the keys its first records use.
 pub fn detect(src: &Path) -> anyhow::Result<Format> {
+    // Cline's and Roo Code's task folders, a folder of them, or one of a
+    // task's files by its name (its history would read as Anthropic's).
+    let task_file = src.is_file() && cline::is_task_file(src);
+    if task_file || (src.is_dir() && !cline::task_folders(src).is_empty()) {
+        return Ok(match cline::host_of(src) {
+            cline::Host::Cline => Format::Cline,
+            cline::Host::Roo => Format::Roo,
+        });
+    }
     if src.is_dir() {
         if src.join("opencode.db").exists()
             || src.join("session").is_dir()
@@ -53,7 +66,7 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
             return Ok(Format::GeminiCli);
         }
         bail!(
-            "{}: a folder, but not OpenCode's storage (no session/ or opencode.db) nor Gemini CLI's (no chats/)",
+            "{}: a folder, but not OpenCode's storage (no session/ or opencode.db), Gemini CLI's (no chats/), nor Cline's or Roo Code's tasks",
             src.display()
         );
     }

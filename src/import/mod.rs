@@ -6,6 +6,7 @@
 pub(crate) mod api;
 mod cache;
 mod claude_code;
+mod cline;
 mod codex;
 mod draft;
 mod format;
@@ -37,7 +38,8 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
     if !src.exists() {
         bail!("{}: no such file or directory", src.display());
     }
-    if src.is_dir() && !matches!(format, Format::Opencode | Format::GeminiCli) {
+    let folders = [Format::Opencode, Format::GeminiCli, Format::Cline, Format::Roo];
+    if src.is_dir() && !folders.contains(&format) {
         bail!(
             "{}: a folder; {} reads a file",
             src.display(),
@@ -55,6 +57,8 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
         }
         Format::Otel => otel::read(src, &mut import)?,
         Format::GeminiCli => gemini_cli::read(src, &mut import)?,
+        Format::Cline => cline::read(src, &mut import, cline::Host::Cline)?,
+        Format::Roo => cline::read(src, &mut import, cline::Host::Roo)?,
     }
     if import.sessions.iter().all(|s| s.events.is_empty()) {
         bail!(

@@ -41,12 +41,19 @@ impl Policy {
                 let at = (limit as f64 * self.gemini_cli.threshold).ceil() as u64;
                 (limit, Some(at))
             }
+            Preset::Cline => (b.context_window, Some(self.cline_threshold())),
+            Preset::Roo => (b.context_window, Some(self.roo_threshold().1)),
             _ if b.input_limit > 0 => (b.input_limit, None),
             _ => (b.context_window.saturating_sub(b.output_reserve), None),
         };
         let reducible = usable.saturating_sub(b.injection_reserve);
         let margin = match self.preset {
-            Preset::Opencode | Preset::ClaudeCode | Preset::Codex | Preset::GeminiCli => 0.0,
+            Preset::Opencode
+            | Preset::ClaudeCode
+            | Preset::Codex
+            | Preset::GeminiCli
+            | Preset::Cline
+            | Preset::Roo => 0.0,
             _ => b.safety_margin,
         };
         Budget {
@@ -85,6 +92,41 @@ impl Policy {
         (effective, threshold)
     }
 
+    /// The count at which Cline truncates (`max_allowed`, else Cline's
+    /// table for the window) or, with auto-condense, the smaller of that
+    /// and `auto_condense_threshold` of the window.
+    pub fn cline_threshold(&self) -> u64 {
+        let c = &self.cline;
+        let window = self.budget.context_window;
+        let max = match c.max_allowed {
+            0 => max_allowed_size(window),
+            n => n,
+        };
+        if c.auto_condense {
+            let share = (window as f64 * c.auto_condense_threshold).floor() as u64;
+            return share.min(max);
+        }
+        max
+    }
+
+    /// What Roo Code allows a request (window × 0.9 less the output
+    /// reserved) and the count at which it condenses (the smaller of that
+    /// and `auto_condense_percent` of the window, with auto-condense on).
+    pub fn roo_threshold(&self) -> (u64, u64) {
+        let r = &self.roo;
+        let window = self.budget.context_window;
+        let reserved = match r.max_tokens {
+            0 => ROO_DEFAULT_MAX_TOKENS,
+            n => n,
+        };
+        let allowed = roo_allowed_tokens(window, reserved).max(0.0) as u64;
+        if !r.auto_condense {
+            return (allowed, allowed);
+        }
+        let share = (window as f64 * r.auto_condense_percent / 100.0).ceil() as u64;
+        (allowed, share.min(allowed.saturating_add(1)))
+    }
+
     /// The window Codex reports (`model_context_window`): 95% of the
     /// model's, the rest kept for its own instructions and tools.
     pub fn codex_window(&self) -> u64 {
@@ -109,6 +151,38 @@ impl Policy {
             n => n.min(ninety),
         }
     }
+}
+
+// Cline's and Roo Code's limits by window (`crate::hosts::cline` has the
+// rest of their rules; these are here for the budgets, a floor below).
+
+/// The most tokens a request may hold before Cline truncates, for a model
+/// of `window` tokens (`getContextWindowInfo`): 27,000 below a 64,000
+/// window (DeepSeek's), 30,000 below 128,000, 40,000 below 200,000, and
+/// otherwise the larger of the window less 40,000 and 80% of it.
+pub fn max_allowed_size(window: u64) -> u64 {
+    match window {
+        64_000 => 37_000,
+        128_000 => 98_000,
+        200_000 => 160_000,
+        w => w
+            .saturating_sub(40_000)
+            .max((w.saturating_mul(4)).div_ceil(5)),
+    }
+}
+
+/// Roo Code's share of the window kept free before it condenses or
+/// truncates (`TOKEN_BUFFER_PERCENTAGE`).
+pub const TOKEN_BUFFER_PERCENTAGE: f64 = 0.1;
+
+/// The output Roo Code reserves where the model names none
+/// (`ANTHROPIC_DEFAULT_MAX_TOKENS`).
+pub const ROO_DEFAULT_MAX_TOKENS: u64 = 8192;
+
+/// The tokens Roo Code allows a request before it must act:
+/// window × (1 − 10%) less the output reserved.
+pub fn roo_allowed_tokens(window: u64, reserved: u64) -> f64 {
+    window as f64 * (1.0 - TOKEN_BUFFER_PERCENTAGE) - reserved as f64
 }
 
 /// The budget threaded through the reducers. A struct, so per-tier caps can be

@@ -262,6 +262,11 @@ impl PolicyBuilder {
             ("tiered.placeholder_at", policy.tiered.placeholder_at),
             ("block.compact_at_pct", policy.block.compact_at_pct),
             ("gemini-cli.threshold", policy.gemini_cli.threshold),
+            (
+                "cline.auto_condense_threshold",
+                policy.cline.auto_condense_threshold,
+            ),
+            ("roo.truncate_fraction", policy.roo.truncate_fraction),
         ];
         for (key, value) in fractions {
             if !(value > 0.0 && value <= 1.0) {
@@ -292,6 +297,19 @@ impl PolicyBuilder {
             return Err(fail(
                 "claude-code.autocompact_pct",
                 format!("{pct} is not a percentage in [0, 100] (0: unset)"),
+            ));
+        }
+        let pct = policy.roo.auto_condense_percent;
+        if !(5.0..=100.0).contains(&pct) {
+            return Err(fail(
+                "roo.auto_condense_percent",
+                format!("{pct} is not a percentage in [5, 100]"),
+            ));
+        }
+        if policy.roo.keep_last == 0 {
+            return Err(fail(
+                "roo.keep_last",
+                "0 keeps nothing after the summary".into(),
             ));
         }
         if !(0.0..1.0).contains(&policy.block.compact_budget_threshold_pct) {

@@ -45,6 +45,8 @@ pub struct Policy {
     pub openai_compaction: OpenaiCompaction,
     #[serde(rename = "gemini-cli")]
     pub gemini_cli: GeminiCli,
+    pub cline: Cline,
+    pub roo: Roo,
 }
 
 impl Default for Policy {
@@ -88,10 +90,12 @@ pub enum Preset {
     OpenaiCompaction,
     /// Gemini CLI's compression and tool output masking.
     GeminiCli,
+    Cline,
+    Roo,
 }
 
 impl Preset {
-    pub const NAMES: [&str; 17] = [
+    pub const NAMES: [&str; 19] = [
         "pipeline",
         "opencode",
         "tiered",
@@ -109,6 +113,8 @@ impl Preset {
         "anthropic-compaction",
         "openai-compaction",
         "gemini-cli",
+        "cline",
+        "roo",
     ];
 
     /// Whether this preset reads `key` (a dotted policy key): the editor
@@ -142,9 +148,12 @@ impl Preset {
     fn tables(self) -> &'static [&'static str] {
         match self {
             Preset::Pipeline => &["tool_results", "window", "summary", "trigger"],
-            Preset::Opencode | Preset::Codex | Preset::ClaudeCode | Preset::GeminiCli => {
-                &["summary"]
-            }
+            Preset::Opencode
+            | Preset::Codex
+            | Preset::ClaudeCode
+            | Preset::GeminiCli
+            | Preset::Roo => &["summary"],
+            Preset::Cline => &[],
             Preset::Adaptive
             | Preset::PreserveUser
             | Preset::TokenFraction
@@ -173,7 +182,9 @@ impl Preset {
             | Preset::Executive
             | Preset::Codex
             | Preset::ClaudeCode
-            | Preset::GeminiCli => true,
+            | Preset::GeminiCli
+            | Preset::Cline
+            | Preset::Roo => true,
             // The providers' own compactions are their items in the
             // requests, never the log's markers.
             Preset::Tiered
@@ -205,6 +216,8 @@ impl Preset {
             Preset::AnthropicCompaction => "anthropic-compaction",
             Preset::OpenaiCompaction => "openai-compaction",
             Preset::GeminiCli => "gemini-cli",
+            Preset::Cline => "cline",
+            Preset::Roo => "roo",
         }
     }
 }
@@ -563,6 +576,34 @@ pub struct GeminiCli {
     pub mask_min_prunable: u64,
     /// Whether the history's latest content is never masked.
     pub mask_protect_latest: bool,
+}
+
+/// Cline's context management (the cline preset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cline {
+    /// The most tokens a request may hold before Cline acts; 0: from the window.
+    pub max_allowed: u64,
+    /// `useAutoCondense`: Cline has the model summarize (`summarize_task`) rather than truncate.
+    pub auto_condense: bool,
+    /// `autoCondenseThreshold`: the share of the window that triggers it.
+    pub auto_condense_threshold: f64,
+    /// What the first answer's first text is sent as once Cline truncated.
+    pub notice: String,
+}
+
+/// Roo Code's context management (the roo preset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Roo {
+    /// `autoCondenseContext`: condense (summarize) rather than truncate.
+    pub auto_condense: bool,
+    /// `autoCondenseContextPercent` (or the profile's threshold): condense at this percentage of the window.
+    pub auto_condense_percent: f64,
+    /// The model's output reserve (`maxTokens`); 0: 8192.
+    pub max_tokens: u64,
+    /// The messages kept after the summary (`N_MESSAGES_TO_KEEP`).
+    pub keep_last: u64,
+    /// The share of the messages after the first the sliding window hides.
+    pub truncate_fraction: f64,
 }
 
 /// Which OpenCode the opencode preset follows.

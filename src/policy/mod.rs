@@ -9,15 +9,19 @@ mod error;
 mod keys;
 mod schema;
 
-pub use budget::{Budget, Limits};
+pub use budget::{
+    Budget, Limits, ROO_DEFAULT_MAX_TOKENS, TOKEN_BUFFER_PERCENTAGE, max_allowed_size,
+    roo_allowed_tokens,
+};
 pub use builder::{MAX_DEPTH, PolicyBuilder};
 pub use document::preset_file;
 pub use error::{PolicyError, Source};
 pub use keys::{
     Adaptive, AnthropicCompaction, AnthropicContextEditing, Block, BudgetPolicy, Calibrate,
-    ClaudeCode, Codex, Combine, CostPolicy, Executive, GeminiCli, Mode, OpenaiCompaction, Opencode,
-    Pin, Policy, PreserveUser, Preset, RecentTurns, Retention, Scope, Structural, SummaryPolicy,
-    Tiered, TokenFraction, ToolResults, ToolRule, Trigger, TriggerType, Variant, Window, is_price,
+    ClaudeCode, Cline, Codex, Combine, CostPolicy, Executive, GeminiCli, Mode, OpenaiCompaction,
+    Opencode, Pin, Policy, PreserveUser, Preset, RecentTurns, Retention, Roo, Scope, Structural,
+    SummaryPolicy, Tiered, TokenFraction, ToolResults, ToolRule, Trigger, TriggerType, Variant,
+    Window, is_price,
 };
 pub use schema::{allowed_values, key_docs};
 

@@ -25,6 +25,7 @@ mod hostile;
 mod hosts;
 mod import;
 mod import_claude_code;
+mod import_cline;
 mod import_fuzz;
 mod import_gemini_cli;
 mod import_lines;

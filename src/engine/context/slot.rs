@@ -173,6 +173,19 @@ pub enum Why {
         call: Packed<i64>,
         protect: Packed<u64>,
     },
+    /// Left out by the host's truncation (Cline's, Roo Code's sliding
+    /// window), which it made when a request reached `limit` tokens.
+    Truncated {
+        limit: Packed<u64>,
+    },
+    /// Sent as the host's notice that it truncated (Cline's, in place of
+    /// the first answer's text).
+    TruncationNotice,
+    /// Sent as the text the host put in its place (Cline's edit of a file
+    /// read again), as its log records.
+    EditedByHost,
+    /// The first message, which the host sends before its summary (Roo Code's).
+    FirstKept,
 }
 
 /// What a reason's words read of the call it was given at, so that the
@@ -297,6 +310,19 @@ impl Why {
             ),
             Why::GeminiMasked { call, protect } => format!(
                 "masked at call {call}: older than the newest {protect} tokens of tool output"
+            ),
+            Why::Truncated { limit } => format!(
+                "left out by the host's truncation: a request reached {limit} tokens (the first exchange is kept)"
+            ),
+            Why::TruncationNotice => {
+                "sent as the host's notice that earlier messages were removed".into()
+            }
+            Why::EditedByHost => {
+                "sent as the text the host put in its place (a file read again later)".into()
+            }
+            Why::FirstKept => format!(
+                "the first message, kept before the summary of {}..{}",
+                stand.from_seq, stand.to_seq
             ),
         }
     }

@@ -14,6 +14,7 @@ pub mod anthropic_compaction;
 pub mod anthropic_context_editing;
 pub mod block;
 pub mod claude_code;
+pub mod cline;
 pub mod codex;
 pub mod executive;
 pub mod gemini_cli;
@@ -23,6 +24,7 @@ pub mod pipeline;
 pub mod preserve_user;
 pub mod recent_turns;
 pub mod recorded;
+pub mod roo;
 pub mod structural;
 pub mod tiered;
 pub mod token_fraction;
@@ -73,7 +75,7 @@ const fn design(preset: Preset, project: Project) -> Design {
 }
 
 /// Every preset, in the order `Preset::NAMES` lists them.
-pub const DESIGNS: [Design; 17] = [
+pub const DESIGNS: [Design; 19] = [
     design(Preset::Pipeline, pipeline::project),
     Design {
         cuts: true,
@@ -124,6 +126,14 @@ pub const DESIGNS: [Design; 17] = [
         ..design(Preset::OpenaiCompaction, openai_compaction::project)
     },
     design(Preset::GeminiCli, gemini_cli::project),
+    Design {
+        cuts: true,
+        ..design(Preset::Cline, cline::project)
+    },
+    Design {
+        cuts: true,
+        ..design(Preset::Roo, roo::project)
+    },
 ];
 
 /// The design of `preset`.
