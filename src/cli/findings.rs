@@ -65,5 +65,6 @@ fn print(found: &[Finding], name_sessions: bool) {
         }
     }
     let all: Vec<&Finding> = found.iter().collect();
-    say!("{} findings{}", found.len(), wasted(&all));
+    let plural = if found.len() == 1 { "" } else { "s" };
+    say!("{} finding{plural}{}", found.len(), wasted(&all));
 }
