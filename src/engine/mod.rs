@@ -56,6 +56,8 @@ pub enum ReducerName {
     Microcompact,
     /// Codex's compaction.
     Codex,
+    /// Aider's request assembly (its parts, its reminder).
+    Aider,
     /// Claude Code's compaction.
     ClaudeCode,
     /// The policy's pins.
@@ -83,6 +85,7 @@ impl ReducerName {
             ReducerName::Recorded => "recorded",
             ReducerName::Microcompact => "microcompact",
             ReducerName::Codex => "codex",
+            ReducerName::Aider => "aider",
             ReducerName::ClaudeCode => "claude_code",
             ReducerName::Pin => "pin",
             ReducerName::Marker => "marker",

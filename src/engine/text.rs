@@ -64,6 +64,10 @@ pub fn cut_text(content: &str, cut: Cut) -> Option<String> {
                 total - keep
             ))
         }
+        Cut::Prefix(chars) => {
+            let end = content.char_indices().nth(chars as usize)?.0;
+            Some(content[..end].to_string())
+        }
         Cut::TailLines(keep) => {
             let lines: Vec<&str> = content.lines().collect();
             let cut = lines.len().checked_sub(keep as usize).filter(|&n| n > 0)?;

@@ -2,5 +2,6 @@
 //! counts, what it sends that is not the user's, what its compaction keeps.
 //! Below both, so neither reaches into the other.
 
+pub mod aider;
 pub mod codex;
 pub mod providers;

@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use serde_json::Value;
 
 use super::source::{open_sqlite, parse_json, read_source, without_bom};
-use super::{api, opencode};
+use super::{aider, api, opencode};
 
 /// The formats `ctxlens import` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -20,6 +20,7 @@ pub enum Format {
     OpenaiResponses,
     Anthropic,
     Otel,
+    Aider,
 }
 
 impl Format {
@@ -33,6 +34,7 @@ impl Format {
             Format::OpenaiResponses => "openai-responses",
             Format::Anthropic => "anthropic",
             Format::Otel => "otel",
+            Format::Aider => "aider",
         }
     }
 }
@@ -47,8 +49,11 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
         {
             return Ok(Format::Opencode);
         }
+        if aider::is_folder(src) {
+            return Ok(Format::Aider);
+        }
         bail!(
-            "{}: a folder, but not OpenCode's storage (no session/ or opencode.db)",
+            "{}: a folder, but not OpenCode's storage (no session/ or opencode.db) nor a project with Aider's histories",
             src.display()
         );
     }
@@ -68,6 +73,9 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
         );
     }
     let text = String::from_utf8_lossy(head);
+    if aider::looks_like(&text) {
+        return Ok(Format::Aider);
+    }
     let trimmed = text.trim_start();
     let whole = || -> anyhow::Result<Value> {
         let bytes = read_source(src)?;

@@ -3,6 +3,7 @@
 //! a malformed line is reported with its file and line number and skipped,
 //! and a last line still being written is left for the next read.
 
+mod aider;
 pub(crate) mod api;
 mod cache;
 mod claude_code;
@@ -36,7 +37,7 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
     if !src.exists() {
         bail!("{}: no such file or directory", src.display());
     }
-    if src.is_dir() && format != Format::Opencode {
+    if src.is_dir() && !matches!(format, Format::Opencode | Format::Aider) {
         bail!(
             "{}: a folder; {} reads a file",
             src.display(),
@@ -53,6 +54,7 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
             api::read(format, src, &mut import)?
         }
         Format::Otel => otel::read(src, &mut import)?,
+        Format::Aider => aider::read(src, &mut import)?,
     }
     if import.sessions.iter().all(|s| s.events.is_empty()) {
         bail!(

@@ -36,12 +36,13 @@ impl Policy {
                 (effective, Some(threshold))
             }
             Preset::Codex => (self.codex_window(), Some(self.codex_limit())),
+            Preset::Aider => (self.aider_max_input(), None),
             _ if b.input_limit > 0 => (b.input_limit, None),
             _ => (b.context_window.saturating_sub(b.output_reserve), None),
         };
         let reducible = usable.saturating_sub(b.injection_reserve);
         let margin = match self.preset {
-            Preset::Opencode | Preset::ClaudeCode | Preset::Codex => 0.0,
+            Preset::Opencode | Preset::ClaudeCode | Preset::Codex | Preset::Aider => 0.0,
             _ => b.safety_margin,
         };
         Budget {
@@ -80,6 +81,22 @@ impl Policy {
         (effective, threshold)
     }
 
+    /// The main model's input limit under preset aider.
+    pub fn aider_max_input(&self) -> u64 {
+        match self.aider.max_input_tokens {
+            0 => self.budget.context_window,
+            n => n,
+        }
+    }
+
+    /// The done messages' budget under preset aider (`aider/models.py`).
+    pub fn aider_history_budget(&self) -> u64 {
+        match self.aider.max_chat_history_tokens {
+            0 => max_chat_history_tokens(self.aider_max_input()),
+            n => n,
+        }
+    }
+
     /// The window Codex reports (`model_context_window`): 95% of the
     /// model's, the rest kept for its own instructions and tools.
     pub fn codex_window(&self) -> u64 {
@@ -95,6 +112,13 @@ impl Policy {
             n => n.min(ninety),
         }
     }
+}
+
+/// Aider's `max_chat_history_tokens` of a model with `max_input_tokens`
+/// (Aider-AI/aider `aider/models.py`): a sixteenth of it, at least 1024,
+/// at most 8192.
+pub fn max_chat_history_tokens(max_input_tokens: u64) -> u64 {
+    (max_input_tokens / 16).clamp(1024, 8192)
 }
 
 /// The budget threaded through the reducers. A struct, so per-tier caps can be

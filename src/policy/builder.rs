@@ -285,6 +285,13 @@ impl PolicyBuilder {
                 format!("{pct} is not a percentage in [0, 100] (0: unset)"),
             ));
         }
+        // Aider's recursion is bounded by the messages anyway; past this it is a typo.
+        if policy.aider.max_depth > 64 {
+            return Err(fail(
+                "aider.max_depth",
+                format!("{} is not a depth in [0, 64]", policy.aider.max_depth),
+            ));
+        }
         if !(0.0..1.0).contains(&policy.block.compact_budget_threshold_pct) {
             return Err(fail(
                 "block.compact_budget_threshold_pct",

@@ -43,6 +43,7 @@ pub struct Policy {
     pub anthropic_compaction: AnthropicCompaction,
     #[serde(rename = "openai-compaction")]
     pub openai_compaction: OpenaiCompaction,
+    pub aider: Aider,
 }
 
 impl Default for Policy {
@@ -84,10 +85,12 @@ pub enum Preset {
     AnthropicCompaction,
     /// OpenAI's Responses compaction (`compact_threshold`, `/responses/compact`).
     OpenaiCompaction,
+    /// Aider's summarization of its chat history.
+    Aider,
 }
 
 impl Preset {
-    pub const NAMES: [&str; 16] = [
+    pub const NAMES: [&str; 17] = [
         "pipeline",
         "opencode",
         "tiered",
@@ -104,6 +107,7 @@ impl Preset {
         "anthropic-context-editing",
         "anthropic-compaction",
         "openai-compaction",
+        "aider",
     ];
 
     /// Whether this preset reads `key` (a dotted policy key): the editor
@@ -149,7 +153,8 @@ impl Preset {
             | Preset::Recorded
             | Preset::AnthropicContextEditing
             | Preset::AnthropicCompaction
-            | Preset::OpenaiCompaction => &[],
+            | Preset::OpenaiCompaction
+            | Preset::Aider => &[],
         }
     }
 
@@ -175,6 +180,8 @@ impl Preset {
             | Preset::AnthropicContextEditing
             | Preset::AnthropicCompaction
             | Preset::OpenaiCompaction => false,
+            // Aider summarizes by its budget alone: it has no command for it.
+            Preset::Aider => false,
         }
     }
 
@@ -196,6 +203,7 @@ impl Preset {
             Preset::AnthropicContextEditing => "anthropic-context-editing",
             Preset::AnthropicCompaction => "anthropic-compaction",
             Preset::OpenaiCompaction => "openai-compaction",
+            Preset::Aider => "aider",
         }
     }
 }
@@ -465,6 +473,19 @@ pub struct Codex {
     pub user_message_max_tokens: u64,
     /// What the summary message opens with.
     pub summary_prefix: String,
+}
+
+/// Aider's summarization of its chat history (the aider preset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Aider {
+    /// The main model's input limit; 0: budget.context_window.
+    pub max_input_tokens: u64,
+    /// The budget of the done messages; 0: Aider's, from max_input_tokens.
+    pub max_chat_history_tokens: u64,
+    /// How deep `ChatSummary` recurses before it summarizes all.
+    pub max_depth: u64,
+    /// The model that writes the summaries (the log's, where it says).
+    pub weak_model: String,
 }
 
 /// Claude Code's compaction (the claude-code preset).

@@ -9,12 +9,12 @@ mod error;
 mod keys;
 mod schema;
 
-pub use budget::{Budget, Limits};
+pub use budget::{Budget, Limits, max_chat_history_tokens};
 pub use builder::{MAX_DEPTH, PolicyBuilder};
 pub use document::preset_file;
 pub use error::{PolicyError, Source};
 pub use keys::{
-    Adaptive, AnthropicCompaction, AnthropicContextEditing, Block, BudgetPolicy, Calibrate,
+    Adaptive, Aider, AnthropicCompaction, AnthropicContextEditing, Block, BudgetPolicy, Calibrate,
     ClaudeCode, Codex, Combine, CostPolicy, Executive, Mode, OpenaiCompaction, Opencode, Pin,
     Policy, PreserveUser, Preset, RecentTurns, Retention, Scope, Structural, SummaryPolicy, Tiered,
     TokenFraction, ToolResults, ToolRule, Trigger, TriggerType, Variant, Window, is_price,

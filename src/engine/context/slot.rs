@@ -162,6 +162,17 @@ pub enum Why {
     },
     /// The call's record does not read (its rendered column is not JSON).
     BadRecord,
+    /// Aider sends each request's parts (system prompt, repo map, files)
+    /// anew: this copy is not the one of the request's, `seq`'s is.
+    AiderResent {
+        seq: Packed<i64>,
+    },
+    /// Aider sends a part of another request: this one has none of its kind.
+    AiderNotPart,
+    /// Aider appended its reminder to this message only while it was the newest.
+    AiderReminder,
+    /// An answer Aider did not keep in its chat (an error, an interrupt).
+    AiderLeft,
 }
 
 /// What a reason's words read of the call it was given at, so that the
@@ -281,6 +292,14 @@ impl Why {
                 format!("dropped by the provider's compaction: replaced by its item at seq {seq}")
             }
             Why::BadRecord => "the call's record does not read".into(),
+            Why::AiderResent { seq } => {
+                format!("Aider sends this part anew with each request: seq {seq} is this one's")
+            }
+            Why::AiderNotPart => "Aider builds this request without a part of its kind".into(),
+            Why::AiderLeft => "an answer Aider did not keep in its chat".into(),
+            Why::AiderReminder => {
+                "sent without the reminder Aider appended while it was the newest message".into()
+            }
         }
     }
 }
@@ -329,4 +348,8 @@ pub enum Cut {
     /// The last this many lines, after how many came before: what the
     /// summarizer is given of a long tool result (pre-trim).
     TailLines(u32),
+    /// The first this many characters, with no marker: the host itself
+    /// sends only the start (Aider's message without the reminder it
+    /// carried while it was the newest).
+    Prefix(u32),
 }

@@ -10,6 +10,7 @@
 //! rules' `trim`.
 
 pub mod adaptive;
+pub mod aider;
 pub mod anthropic_compaction;
 pub mod anthropic_context_editing;
 pub mod block;
@@ -72,7 +73,7 @@ const fn design(preset: Preset, project: Project) -> Design {
 }
 
 /// Every preset, in the order `Preset::NAMES` lists them.
-pub const DESIGNS: [Design; 16] = [
+pub const DESIGNS: [Design; 17] = [
     design(Preset::Pipeline, pipeline::project),
     Design {
         cuts: true,
@@ -122,6 +123,7 @@ pub const DESIGNS: [Design; 16] = [
         server: true,
         ..design(Preset::OpenaiCompaction, openai_compaction::project)
     },
+    design(Preset::Aider, aider::project),
 ];
 
 /// The design of `preset`.
