@@ -239,6 +239,20 @@ pub struct Sized {
     pub tokens: u64,
 }
 
+/// Messages (role, text) sized as `ChatSummary.tokenize` does: each by
+/// `count` (Aider's `Model.token_count` of the message).
+pub fn sized<'a>(
+    messages: impl IntoIterator<Item = (&'a str, &'a str)>,
+    count: impl Fn(&str, &str) -> u64,
+) -> Vec<Sized> {
+    (messages.into_iter())
+        .map(|(role, text)| Sized {
+            assistant: role == "assistant",
+            tokens: count(role, text),
+        })
+        .collect()
+}
+
 /// What `ChatSummary.summarize` does to the done messages: how many of
 /// them, from the first, its summary replaces, and whether it appends
 /// `Ok.` after (what it kept does not end with the assistant's).

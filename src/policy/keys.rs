@@ -134,6 +134,7 @@ impl Preset {
                 | Preset::AnthropicContextEditing
                 | Preset::AnthropicCompaction
                 | Preset::OpenaiCompaction
+                | Preset::Aider
         )
     }
 

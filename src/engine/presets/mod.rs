@@ -123,7 +123,11 @@ pub const DESIGNS: [Design; 17] = [
         server: true,
         ..design(Preset::OpenaiCompaction, openai_compaction::project)
     },
-    design(Preset::Aider, aider::project),
+    // Aider knows nothing of the policy's pins.
+    Design {
+        pins: false,
+        ..design(Preset::Aider, aider::project)
+    },
 ];
 
 /// The design of `preset`.

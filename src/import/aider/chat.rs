@@ -35,6 +35,31 @@ pub enum Entry {
     },
 }
 
+impl Entry {
+    /// The usage a usage line gives: Aider's `sent` as the input (it holds
+    /// what the provider read from its cache or not, as Aider counted),
+    /// its cache hit and write, its `received` as the output; each rounded
+    /// as Aider printed it.
+    pub fn usage(&self) -> Option<crate::model::Usage> {
+        let Entry::Tokens {
+            sent,
+            cache_write,
+            cache_hit,
+            received,
+        } = *self
+        else {
+            return None;
+        };
+        Some(crate::model::Usage {
+            input_tokens: Some(sent),
+            cache_read_tokens: Some(cache_hit),
+            cache_write_tokens: Some(cache_write),
+            output_tokens: Some(received),
+            ..crate::model::Usage::default()
+        })
+    }
+}
+
 /// Whether `text` holds a run of Aider's chat history.
 pub fn looks_like(text: &str) -> bool {
     text.lines().take(200).any(|l| l.starts_with(HEADER))
@@ -148,7 +173,8 @@ fn tokens(line: &str) -> Option<Entry> {
         match what {
             "sent" => sent = Some(n),
             "cache write" => cache_write = n,
-            "cache hit" => cache_hit = n,
+            // `cached` in Aider before 0.58.
+            "cache hit" | "cached" => cache_hit = n,
             "received" => received = Some(n),
             _ => {}
         }
@@ -161,8 +187,11 @@ fn tokens(line: &str) -> Option<Entry> {
     })
 }
 
-/// A count as `format_tokens` writes it: `950`, `2.3k`, `12k`, `1.2M`.
+/// A count as `format_tokens` writes it (`950`, `2.3k`, `12k`, `1.2M`), or
+/// as Aider wrote it before (`12,345`).
 fn count(text: &str) -> Option<i64> {
+    let text = text.replace(',', "");
+    let text = text.as_str();
     let (digits, scale) = match text.chars().last()? {
         'k' => (&text[..text.len() - 1], 1_000.0),
         'M' => (&text[..text.len() - 1], 1_000_000.0),

@@ -269,23 +269,12 @@ impl<'a> Sessions<'a> {
             for entry in &run.entries {
                 match entry {
                     Entry::Answer(text) => last = Some(text),
-                    Entry::Tokens {
-                        sent,
-                        cache_write,
-                        cache_hit,
-                        received,
-                    } => {
-                        if let Some(text) = last.take() {
+                    tokens @ Entry::Tokens { .. } => {
+                        if let (Some(text), Some(reported)) = (last.take(), tokens.usage()) {
                             usage
                                 .entry(text.trim().to_string())
                                 .or_default()
-                                .push(Usage {
-                                    input_tokens: Some(sent + cache_hit),
-                                    cache_read_tokens: Some(*cache_hit),
-                                    cache_write_tokens: Some(*cache_write),
-                                    output_tokens: Some(*received),
-                                    ..Usage::default()
-                                });
+                                .push(reported);
                         }
                     }
                     Entry::Input(_) => last = None,
@@ -735,23 +724,12 @@ fn chat_only(file: &Path, runs: &[Run], import: &mut Import) {
                     push_chat(draft, "assistant", &ts, text, json!({}));
                     waiting = false;
                 }
-                Entry::Tokens {
-                    sent,
-                    cache_write,
-                    cache_hit,
-                    received,
-                } => {
+                tokens @ Entry::Tokens { .. } => {
                     let Some(call) = open.and_then(|s| import.sessions[s].calls.last_mut()) else {
                         continue;
                     };
                     if call.usage.input_tokens.is_none() {
-                        call.usage = Usage {
-                            input_tokens: Some(sent + cache_hit),
-                            cache_read_tokens: Some(*cache_hit),
-                            cache_write_tokens: Some(*cache_write),
-                            output_tokens: Some(*received),
-                            ..Usage::default()
-                        };
+                        call.usage = tokens.usage().unwrap_or_default();
                     }
                 }
             }
