@@ -23,6 +23,7 @@ mod fuzz_smoke;
 mod hostile;
 mod hosts;
 mod import;
+mod import_aider;
 mod import_claude_code;
 mod import_fuzz;
 mod import_lines;

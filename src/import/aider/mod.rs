@@ -671,8 +671,9 @@ fn chat_only(file: &Path, runs: &[Run], import: &mut Import) {
     for run in runs {
         let ts = history::time(&run.started).unwrap_or_else(|| "1970-01-01T00:00:00Z".into());
         let mut open: Option<usize> = None;
-        let mut waiting = false;
-        let session = |import: &mut Import| {
+        // Commands before the run's first message, counted once it opens.
+        let mut commands = 0;
+        let session = |import: &mut Import, commands: &mut u64| {
             let id = format!("{name}-{}", import.sessions.len() + 1);
             let mut meta = json!({"source": "aider", "file": file.display().to_string()});
             if let Some(model) = &run.main_model {
@@ -681,7 +682,10 @@ fn chat_only(file: &Path, runs: &[Run], import: &mut Import) {
             if let Some(weak) = &run.weak_model {
                 meta["weak_model"] = json!(weak);
             }
-            import.session(&id, &ts, meta);
+            let draft = import.session(&id, &ts, meta);
+            for _ in 0..std::mem::take(commands) {
+                draft.unmapped("command");
+            }
             import.sessions.len() - 1
         };
         for entry in &run.entries {
@@ -696,8 +700,9 @@ fn chat_only(file: &Path, runs: &[Run], import: &mut Import) {
                         }
                         "/ask" | "/code" | "/architect" | "/context" | "/help" => rest,
                         c if c.starts_with('/') => {
-                            if let Some(s) = open {
-                                import.sessions[s].unmapped("command");
+                            match open {
+                                Some(s) => import.sessions[s].unmapped("command"),
+                                None => commands += 1,
                             }
                             continue;
                         }
@@ -707,22 +712,22 @@ fn chat_only(file: &Path, runs: &[Run], import: &mut Import) {
                     if message.trim().is_empty() {
                         continue;
                     }
-                    let s = *open.get_or_insert_with(|| session(import));
+                    let s = *open.get_or_insert_with(|| session(import, &mut commands));
                     let draft = &mut import.sessions[s];
                     draft.locate(format!("{}:{}", file.display(), run.line));
                     push_chat(draft, "user", &ts, message, json!({}));
-                    waiting = true;
                 }
+                // Each answer is a call: one after another without the
+                // user's message between them answered what Aider sent
+                // again itself (a reflection), which the chat history
+                // does not show.
                 Entry::Answer(text) => {
-                    let Some(s) = open.filter(|_| waiting) else {
-                        continue;
-                    };
+                    let s = *open.get_or_insert_with(|| session(import, &mut commands));
                     let draft = &mut import.sessions[s];
                     let last = draft.last();
                     let call = draft.call(last, &ts, run.main_model.clone(), Usage::default());
                     call.policy = Some(policy(run.weak_model.as_deref()));
                     push_chat(draft, "assistant", &ts, text, json!({}));
-                    waiting = false;
                 }
                 tokens @ Entry::Tokens { .. } => {
                     let Some(call) = open.and_then(|s| import.sessions[s].calls.last_mut()) else {
