@@ -26,7 +26,7 @@ pub use pretrim::{PreTrim, pretrim};
 pub use projector::{Carry, Projector};
 pub use reducers::placeholder_text;
 pub use render::{Item, Projection, Row};
-pub use text::{cut_text, sent_text};
+pub use text::{cut_text, sent_text, with_suffix};
 pub use trigger::seconds;
 
 pub use crate::model::Status;

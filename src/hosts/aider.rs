@@ -153,6 +153,29 @@ pub fn parts(messages: &[(&str, &str)]) -> Vec<Part> {
     out
 }
 
+/// How the messages Aider writes into the chat as the user's open
+/// (`aider/coders/base_prompts.py`, `aider/commands.py`,
+/// `aider/coders/architect_coder.py`, `Coder.check_for_file_mentions`,
+/// `Coder.lint_edited`).
+const OWN: [&str; 10] = [
+    "I made those changes to the files.",
+    "I committed the changes with git hash",
+    "I updated the files.",
+    "I didn't see any properly formatted edits in your reply?!",
+    "I edited the files myself.",
+    "I added these files to the chat:",
+    "I ran this command:",
+    "I did `git reset --hard",
+    "# Fix any errors below, if possible.",
+    "The LLM did not conform to the edit format.",
+];
+
+/// Whether a user message of the chat is one Aider wrote itself.
+pub fn is_own(text: &str) -> bool {
+    let text = text.trim_start();
+    OWN.iter().any(|opening| text.starts_with(opening))
+}
+
 /// Whether a message is Aider's summary of earlier messages.
 pub fn is_summary(text: &str) -> bool {
     text.starts_with(SUMMARY_PREFIX.trim_end())

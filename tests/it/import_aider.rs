@@ -152,7 +152,20 @@ fn a_project_imports_a_call_per_request_and_each_summary_where_aider_made_it() {
     );
     let newest = first[5]["content"].as_str().unwrap();
     assert!(newest.starts_with("how should tally treat apostrophes and hyphens?\n\nTo suggest"));
-    // Later the message is sent without it: truncated, as the record shows.
+    // The message is what the user said; the reminder Aider appended while
+    // it was the newest is kept beside it, and sent with it then only.
+    let asked = (chat.events.iter())
+        .find(|e| e.kind == Kind::User && e.content.get().starts_with("how should"))
+        .unwrap();
+    assert_eq!(
+        &*asked.content.get(),
+        "how should tally treat apostrophes and hyphens?"
+    );
+    let suffix = meta(asked.meta.as_deref())["suffix"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(suffix.starts_with("\n\nTo suggest changes to a file you MUST"));
     let evicted = |c: usize| -> Vec<(i64, String)> {
         let list: Value = serde_json::from_str(&chat.calls[c].evictions).unwrap();
         (list.as_array().unwrap().iter())
@@ -164,13 +177,15 @@ fn a_project_imports_a_call_per_request_and_each_summary_where_aider_made_it() {
             })
             .collect()
     };
-    let asked = chat
+    assert!(!evicted(1).iter().any(|e| e.0 == asked.seq));
+    assert!(evicted(3).contains(&(asked.seq, "summarized".into())));
+    // Aider's parts are its own, not the user's words.
+    let repo = chat
         .events
         .iter()
-        .find(|e| e.kind == Kind::User && e.content.get().starts_with("how should"))
+        .find(|e| meta(e.meta.as_deref())["aider"] == "repo")
         .unwrap();
-    assert!(evicted(1).contains(&(asked.seq, "truncated".into())));
-    assert!(evicted(3).contains(&(asked.seq, "summarized".into())));
+    assert_eq!(meta(repo.meta.as_deref())["synthetic"], true);
     // The usage Aider printed after each answer, and the models it announced.
     let sent: Vec<Option<i64>> = chat.calls.iter().map(|c| c.usage.input_tokens).collect();
     assert_eq!(

@@ -169,7 +169,7 @@ pub enum Why {
     },
     /// Aider sends a part of another request: this one has none of its kind.
     AiderNotPart,
-    /// Aider appended its reminder to this message only while it was the newest.
+    /// Aider appends its reminder to the newest message.
     AiderReminder,
     /// An answer Aider did not keep in its chat (an error, an interrupt).
     AiderLeft,
@@ -297,9 +297,7 @@ impl Why {
             }
             Why::AiderNotPart => "Aider builds this request without a part of its kind".into(),
             Why::AiderLeft => "an answer Aider did not keep in its chat".into(),
-            Why::AiderReminder => {
-                "sent without the reminder Aider appended while it was the newest message".into()
-            }
+            Why::AiderReminder => "the newest message: Aider appends its reminder to it".into(),
         }
     }
 }
@@ -348,8 +346,8 @@ pub enum Cut {
     /// The last this many lines, after how many came before: what the
     /// summarizer is given of a long tool result (pre-trim).
     TailLines(u32),
-    /// The first this many characters, with no marker: the host itself
-    /// sends only the start (Aider's message without the reminder it
-    /// carried while it was the newest).
-    Prefix(u32),
+    /// The whole, with the text its meta holds under `suffix` after it:
+    /// what the host appended to it for this request alone (Aider's
+    /// reminder after the newest message).
+    Suffix,
 }

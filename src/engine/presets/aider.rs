@@ -29,8 +29,8 @@ struct Info {
     part: Option<Part>,
     /// The "Ok." Aider appended after the summary of this version.
     ack: Option<i64>,
-    /// Its characters without the reminder it was first sent with.
-    plain: Option<u32>,
+    /// Aider appended its reminder to it while it was the newest.
+    suffix: bool,
     /// An answer Aider did not keep in its chat.
     left: bool,
 }
@@ -56,7 +56,7 @@ impl Info {
         Info {
             part,
             ack: meta.and_then(|m| m["ack"].as_i64()),
-            plain: (meta.and_then(|m| m["plain"].as_u64())).and_then(|n| u32::try_from(n).ok()),
+            suffix: meta.is_some_and(|m| m[crate::model::SUFFIX].is_string()),
             left: meta.is_some_and(|m| m["left"] == true),
         }
     }
@@ -81,30 +81,26 @@ fn infos(session: &SessionLog, ctx: &Context) -> Arc<Vec<Info>> {
     })
 }
 
-/// Tokens of messages as Aider counts them, by event and cut (its JSON).
+/// Tokens of messages as Aider counts them, by event (its JSON).
 #[derive(Default)]
-struct JsonTokens(HashMap<(usize, Option<u32>), u64>);
+struct JsonTokens(HashMap<usize, u64>);
 
-/// The tokens Aider counts for the event at `ix` sent with `plain`
-/// characters (all where `None`).
-fn json_tokens(ctx: &Context, ix: usize, plain: Option<u32>) -> u64 {
+/// The tokens Aider counts for the event at `ix` as a done message.
+fn json_tokens(ctx: &Context, ix: usize) -> u64 {
     let found = ctx.counts.memo.found::<JsonTokens>();
     if let Some(&known) = found
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .0
-        .get(&(ix, plain))
+        .get(&ix)
     {
         return known;
     }
     let event = &ctx.events[ix];
-    let text = event.content.get();
-    let text = match plain.and_then(|n| crate::engine::cut_text(&text, Cut::Prefix(n))) {
-        Some(cut) => cut,
-        None => text.into_owned(),
-    };
-    let tokens = ctx.counts.text(&message_json(event.kind.role(), &text));
-    (found.lock().unwrap_or_else(PoisonError::into_inner).0).insert((ix, plain), tokens);
+    let tokens = ctx
+        .counts
+        .text(&message_json(event.kind.role(), &event.content.get()));
+    (found.lock().unwrap_or_else(PoisonError::into_inner).0).insert(ix, tokens);
     tokens
 }
 
@@ -126,7 +122,6 @@ pub fn project<'a>(
     let chat: Vec<usize> = (0..n)
         .filter(|&ix| info[ix].part.is_none() && !info[ix].left)
         .collect();
-    let newest = chat.last().copied();
     let request = Request::of(&ctx, info);
     let cur = request.cur;
     let first_turn_call = state
@@ -197,16 +192,25 @@ pub fn project<'a>(
             None if info[ix].left => {
                 ctx.set(ix, Status::Dropped, ReducerName::Aider, Why::AiderLeft, 0);
             }
-            None => {
-                if let Some(plain) = info[ix].plain.filter(|_| Some(ix) != newest) {
-                    ctx.truncate(
-                        ix,
-                        Cut::Prefix(plain),
-                        ReducerName::Aider,
-                        Why::AiderReminder,
-                    );
-                }
-            }
+            None => {}
+        }
+    }
+    // The newest message, Aider's user's, goes with its reminder after it.
+    let newest = (chat.iter().rev())
+        .copied()
+        .find(|&ix| ix >= cur && ctx.slots[ix].status.is_sent());
+    if let Some(ix) = newest.filter(|&ix| info[ix].suffix && ctx.events[ix].kind == Kind::User) {
+        let event = &ctx.events[ix];
+        let text = || crate::engine::with_suffix(event, &event.content.get());
+        if let Some(tokens) = ctx.counts.altered(ix, Some(Cut::Suffix), text) {
+            ctx.set(
+                ix,
+                Status::Verbatim,
+                ReducerName::Aider,
+                Why::AiderReminder,
+                tokens,
+            );
+            ctx.slots[ix].cut = Cut::Suffix;
         }
     }
     // Aider's order: the parts before the chat, the summary, the chat up
@@ -354,7 +358,7 @@ fn summarize(
     for ix in ack.into_iter().chain(checked.iter().copied()) {
         sized.push(Sized {
             assistant: ctx.events[ix].kind == Kind::Assistant,
-            tokens: json_tokens(ctx, ix, info[ix].plain),
+            tokens: json_tokens(ctx, ix),
         });
         places.push(Some(ix));
     }

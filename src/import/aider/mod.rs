@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use super::{Draft, EventExtra, Import};
 use crate::hosts::aider::{ACK, META, Part, is_summary, parts};
-use crate::model::{Kind, Record, Usage};
+use crate::model::{Kind, Record, SUFFIX, Usage};
 use chat::{Entry, Run};
 use history::{Message, Request};
 
@@ -196,7 +196,8 @@ fn kind_of(role: &str) -> Kind {
 /// so it starts no turn and names no session.
 fn push_part(draft: &mut Draft, role: &str, ts: &str, text: &str, part: Part) -> i64 {
     let (turn, started, title) = (draft.turn, draft.started, draft.session.title.clone());
-    let meta = json!({ META: part.name() });
+    // Aider's, not the user's: no finding takes it for their words.
+    let meta = json!({ META: part.name(), "synthetic": true });
     let at = draft.push(kind_of(role), ts, text.to_string(), EventExtra::meta(meta));
     draft.turn = turn;
     draft.started = started;
@@ -210,6 +211,9 @@ fn push_part(draft: &mut Draft, role: &str, ts: &str, text: &str, part: Part) ->
 /// Adds a message of the chat.
 fn push_chat(draft: &mut Draft, role: &str, ts: &str, text: &str, extra: Value) -> i64 {
     let mut meta = json!({ META: Part::Chat.name() });
+    if role == "user" && crate::hosts::aider::is_own(text) {
+        meta["synthetic"] = json!(true);
+    }
     if let (Some(meta), Value::Object(extra)) = (meta.as_object_mut(), extra) {
         meta.extend(extra);
     }
@@ -256,6 +260,8 @@ struct Sessions<'a> {
     chats: Vec<Chat>,
     /// The newest answer, and the session it came in.
     answered: Option<(usize, String)>,
+    /// The reminders Aider appended to messages, as learnt.
+    suffixes: std::collections::BTreeSet<String>,
     /// Per request answered, its answer's text, for the chat history's usage.
     usage: HashMap<String, Vec<Usage>>,
 }
@@ -288,6 +294,7 @@ impl<'a> Sessions<'a> {
             runs,
             chats: Vec::new(),
             answered: None,
+            suffixes: Default::default(),
             usage,
         }
     }
@@ -304,6 +311,24 @@ impl<'a> Sessions<'a> {
     fn requests(mut self, requests: &[Request], import: &mut Import) {
         for request in requests {
             self.request(request, import);
+        }
+        // The messages no later request sent without their reminder (the
+        // newest, and those a summary replaced first): split by the
+        // reminders the others showed.
+        for chat in &self.chats {
+            let draft = &mut import.sessions[chat.session];
+            for event in &mut draft.events {
+                let meta = meta_of(event).unwrap_or(Value::Null);
+                let chat_message = meta[META] == Part::Chat.name();
+                if event.kind != Kind::User || !chat_message || meta[SUFFIX].is_string() {
+                    continue;
+                }
+                let held = event.content.get().into_owned();
+                let fits = |s: &&String| held.len() > s.len() && held.ends_with(s.as_str());
+                if let Some(suffix) = self.suffixes.iter().rev().find(fits) {
+                    split(event, held.len() - suffix.len(), suffix);
+                }
+            }
         }
     }
 
@@ -405,19 +430,15 @@ impl<'a> Sessions<'a> {
                 json!({}),
             )));
         }
-        // A message first sent with Aider's reminder after it and now
-        // without: how much of it is sent from now on.
+        // A message first sent with Aider's reminder after it, now sent
+        // without: the message is what it says, the reminder what Aider
+        // appended to it while it was the newest.
         for (item, m) in items.iter().zip(&messages) {
-            if let Item::Event(at) = *item {
-                let event = &mut draft.events[at as usize - 1];
-                let held = event.content.get();
-                if held.len() > m.text.len()
-                    && held.starts_with(m.text.as_str())
-                    && held[m.text.len()..].starts_with("\n\n")
-                {
-                    let plain = m.text.chars().count();
-                    super::draft::set_meta(event, "plain", json!(plain));
-                }
+            if let Item::Event(at) = *item
+                && let Some(suffix) = reminder_of(&draft.events[at as usize - 1], &m.text)
+            {
+                split(&mut draft.events[at as usize - 1], m.text.len(), &suffix);
+                self.suffixes.insert(suffix);
             }
         }
         for (&i, item) in chat.iter().zip(&items) {
@@ -601,9 +622,6 @@ fn record_call(
         let event = &draft.events[at as usize - 1];
         let chat_event = !is_part(event);
         if sent.contains(&at) {
-            if chat_event && plain(event).is_some() && Some(at) != newest_sent(places) {
-                evictions.push(json!({"seq": at, "action": "truncated", "reducer": "aider"}));
-            }
             continue;
         }
         let (action, reducer) = match chat_event && covers(at) {
@@ -642,11 +660,6 @@ fn record_call(
     );
 }
 
-/// The newest chat message a request sent (the one Aider's reminder goes after).
-fn newest_sent(places: &[Option<i64>]) -> Option<i64> {
-    places.iter().flatten().copied().max()
-}
-
 fn meta_of(event: &crate::model::Event) -> Option<Value> {
     serde_json::from_str(event.meta.as_deref()?).ok()
 }
@@ -659,8 +672,20 @@ fn is_ack(event: &crate::model::Event) -> bool {
     meta_of(event).is_some_and(|m| m["ack"].is_i64())
 }
 
-fn plain(event: &crate::model::Event) -> Option<u64> {
-    meta_of(event)?["plain"].as_u64()
+/// What an event's text has after `text` that Aider appended to it: its
+/// reminder, after a blank line.
+fn reminder_of(event: &crate::model::Event, text: &str) -> Option<String> {
+    let held = event.content.get();
+    let rest = held.strip_prefix(text)?;
+    (rest.starts_with("\n\n") && !rest.trim().is_empty()).then(|| rest.to_string())
+}
+
+/// Keeps the first `at` bytes of an event's text as its text and the rest
+/// in its meta, as the suffix sent with it while it was the newest.
+fn split(event: &mut crate::model::Event, at: usize, suffix: &str) {
+    let held = event.content.get().into_owned();
+    event.content = held[..at].to_string().into();
+    super::draft::set_meta(event, SUFFIX, json!(suffix));
 }
 
 /// A chat history read alone: a session per run (and per `/clear` or
