@@ -1,10 +1,11 @@
 //! Aider's histories imported, and replayed under the preset `aider`.
 //!
 //! The fixtures (tests/fixtures/aider/) are written in the shapes Aider
-//! writes: `summarized/` a project whose `.aider.llm.history` (Aider
-//! 0.72's) holds two summaries of its chat (one of all of it, answered
-//! "Ok.", one of its head), a reminder after the newest message, a file
-//! added mid-turn and a `/clear`, beside its `.aider.chat.history.md`;
+//! writes: `summarized/` a project with a model of 8,192 input tokens
+//! whose `.aider.llm.history` (Aider 0.72's) holds two summaries of its
+//! chat (one of all of it, answered "Ok.", one of its head), a reminder
+//! after the newest message, a file added mid-turn and a `/clear`, beside
+//! its `.aider.chat.history.md` (with `/tokens` saying the window);
 //! `chat-only/` a chat history alone in Aider 0.50's shape (`Models:`
 //! with the weak model, tokens with commas and `cached`).
 
@@ -22,10 +23,10 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// The model of the fixture `summarized/` takes 16,384 input tokens:
-/// Aider's budget for its done messages is then 1,024. Aider's files do
-/// not say the model's input limit.
-const SMALL_MODEL: [&str; 2] = ["--set", "aider.max_input_tokens=16384"];
+/// The model of the fixture `summarized/` takes 8,192 input tokens (its
+/// chat history's `/tokens` says so): Aider's budget for its done messages
+/// is then 1,024. The LLM history alone does not say it.
+const SMALL_MODEL: [&str; 2] = ["--set", "aider.max_input_tokens=8192"];
 
 fn ctxlens(cache: &Path) -> Command {
     let mut command = Command::cargo_bin("ctxlens").unwrap();
@@ -113,7 +114,7 @@ fn a_project_imports_a_call_per_request_and_each_summary_where_aider_made_it() {
             s.content
                 .starts_with("I spoke to you previously about a number of things.\n")
         );
-        assert_eq!(s.created_by.as_deref(), Some("openai/gpt-4o-mini"));
+        assert_eq!(s.created_by.as_deref(), Some("ollama_chat/llama3"));
     }
     let versions: Vec<Option<i64>> = (chat.calls.iter())
         .map(|c| {
@@ -193,29 +194,34 @@ fn a_project_imports_a_call_per_request_and_each_summary_where_aider_made_it() {
         [320, 702, 1200, 489, 903, 1300, 915, 1300, 1400].map(Some)
     );
     assert_eq!(chat.calls[0].usage.output_tokens, Some(438));
-    assert_eq!(chat.calls[0].model.as_deref(), Some("openai/gpt-4o-mini"));
+    assert_eq!(chat.calls[0].model.as_deref(), Some("ollama_chat/llama3"));
     let policy = meta(chat.calls[0].policy.as_deref());
     assert_eq!(policy["preset"], "aider");
-    assert_eq!(policy["aider"]["weak_model"], "openai/gpt-4o-mini");
+    assert_eq!(policy["aider"]["weak_model"], "ollama_chat/llama3");
+    assert_eq!(policy["aider"]["max_input_tokens"], 8192);
 }
 
 #[test]
 fn replay_under_aider_matches_every_request_and_each_summary_at_its_call() {
+    // The project: its chat history says the model's input limit, which
+    // each call records.
     let src = fixture("summarized");
-    let replayed = replay(&src, &SMALL_MODEL);
+    let replayed = replay(&src, &[]);
     assert_eq!(replayed["diverging"], 0, "{:#}", replayed["calls"]);
     assert_eq!(replayed["matching"], 10);
-    assert_eq!(
-        compactions(&replayed),
-        [(Some(4), Some(4), Some(0)), (Some(7), Some(7), Some(0))]
-    );
-    // With a model of a larger input the budget is 8,192: Aider would not
-    // have summarized yet, and the replay says so.
-    let replayed = replay(&src, &[]);
+    let both = [(Some(4), Some(4), Some(0)), (Some(7), Some(7), Some(0))];
+    assert_eq!(compactions(&replayed), both);
+    // The LLM history alone does not: Aider's budget is then that of a
+    // model of 200,000 input tokens, 8,192, which the chat never reached.
+    let alone = src.join(".aider.llm.history");
+    let replayed = replay(&alone, &[]);
     assert_eq!(
         compactions(&replayed),
         [(Some(4), None, None), (Some(7), None, None)]
     );
+    let replayed = replay(&alone, &SMALL_MODEL);
+    assert_eq!(compactions(&replayed), both);
+    assert_eq!(replayed["matching"], 10);
 }
 
 #[test]
@@ -224,7 +230,6 @@ fn what_the_summary_covers_is_summarized_and_the_parts_of_other_requests_dropped
     let src = fixture("summarized");
     let run = ctxlens(cache.path())
         .args(["project", "--call", "7", "--json"])
-        .args(SMALL_MODEL)
         .arg(&src)
         .output()
         .unwrap();

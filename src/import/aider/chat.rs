@@ -15,6 +15,8 @@ pub struct Run {
     pub started: String,
     pub main_model: Option<String>,
     pub weak_model: Option<String>,
+    /// The main model's input limit, where `/tokens` printed it.
+    pub max_input: Option<u64>,
     pub entries: Vec<Entry>,
 }
 
@@ -130,6 +132,8 @@ pub fn runs(text: &str) -> Vec<Run> {
                     run.weak_model = weak_in(quoted).or(run.weak_model.take());
                 } else if let Some(model) = announced(quoted, &["Weak model:"]) {
                     run.weak_model = Some(model);
+                } else if let Some(limit) = window(quoted) {
+                    run.max_input = Some(limit);
                 }
             }
             continue;
@@ -149,6 +153,12 @@ pub fn runs(text: &str) -> Vec<Run> {
         answer.push(line);
     }
     flush(&mut runs, &mut answer, &mut input);
+    // Without a weak model of its own, the main model is the weak model.
+    for run in &mut runs {
+        if run.weak_model.is_none() {
+            run.weak_model = run.main_model.clone();
+        }
+    }
     runs
 }
 
@@ -158,6 +168,14 @@ fn announced(line: &str, openings: &[&str]) -> Option<String> {
     let rest = openings.iter().find_map(|o| line.strip_prefix(o))?;
     let name = rest.trim().split([' ', ',']).next()?;
     (!name.is_empty()).then(|| name.to_string())
+}
+
+/// The limit `/tokens` prints (`cmd_tokens`): `128,000 tokens max context
+/// window size`, after a column of cost.
+fn window(line: &str) -> Option<u64> {
+    let number = line.strip_suffix(" tokens max context window size")?;
+    let number = number.split_whitespace().last()?.replace(',', "");
+    number.parse().ok()
 }
 
 /// A usage line: `Tokens: 2.3k sent, 1.2k cache write, 3.4k cache hit,

@@ -174,11 +174,19 @@ fn read_project(project: &Project, import: &mut Import) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The policy recorded with a call: Aider's, with its weak model where known.
-fn policy(weak: Option<&str>) -> String {
+/// The policy recorded with a call: Aider's, with its weak model and the
+/// main model's input limit where the run said them.
+fn policy(run: Option<&Run>) -> String {
+    let mut aider = serde_json::Map::new();
+    if let Some(weak) = run.and_then(|r| r.weak_model.as_deref()) {
+        aider.insert("weak_model".into(), json!(weak));
+    }
+    if let Some(limit) = run.and_then(|r| r.max_input) {
+        aider.insert("max_input_tokens".into(), json!(limit));
+    }
     let mut policy = json!({"preset": "aider"});
-    if let Some(weak) = weak {
-        policy["aider"] = json!({ "weak_model": weak });
+    if !aider.is_empty() {
+        policy["aider"] = Value::Object(aider);
     }
     policy.to_string()
 }
@@ -640,10 +648,9 @@ fn record_call(
         .map(|m| json!({"role": m.role, "content": m.text}))
         .collect();
     let model = run.and_then(|r| r.main_model.clone());
-    let weak = run.and_then(|r| r.weak_model.as_deref());
     let summary_id = chat.summary.map(|s| s as i64);
     let call = draft.call(last, &request.ts, model, usage);
-    call.policy = Some(policy(weak));
+    call.policy = Some(policy(run));
     call.summary_id = summary_id;
     call.evictions = Value::Array(evictions).to_string();
     call.rendered = Some(Value::Array(rendered).to_string());
@@ -751,7 +758,7 @@ fn chat_only(file: &Path, runs: &[Run], import: &mut Import) {
                     let draft = &mut import.sessions[s];
                     let last = draft.last();
                     let call = draft.call(last, &ts, run.main_model.clone(), Usage::default());
-                    call.policy = Some(policy(run.weak_model.as_deref()));
+                    call.policy = Some(policy(Some(run)));
                     push_chat(draft, "assistant", &ts, text, json!({}));
                 }
                 tokens @ Entry::Tokens { .. } => {
