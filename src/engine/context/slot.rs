@@ -171,7 +171,8 @@ pub enum Why {
     AiderNotPart,
     /// Aider appends its reminder to the newest message.
     AiderReminder,
-    /// An answer Aider did not keep in its chat (an error, an interrupt).
+    /// What Aider no longer keeps in its chat: an answer it dropped (an
+    /// error, an interrupt), the "Ok." after a summary no longer in force.
     AiderLeft,
 }
 
@@ -296,7 +297,7 @@ impl Why {
                 format!("Aider sends this part anew with each request: seq {seq} is this one's")
             }
             Why::AiderNotPart => "Aider builds this request without a part of its kind".into(),
-            Why::AiderLeft => "an answer Aider did not keep in its chat".into(),
+            Why::AiderLeft => "Aider no longer keeps this in its chat".into(),
             Why::AiderReminder => "the newest message: Aider appends its reminder to it".into(),
         }
     }

@@ -156,9 +156,9 @@ pub fn project<'a>(
             .filter(move |&ix| info[ix].part == Some(part))
     };
     let mut ack = None;
-    for ix in 0..n {
+    for (ix, at) in info.iter().enumerate() {
         let seq = ctx.events[ix].seq;
-        match info[ix].part {
+        match at.part {
             Some(part) if !parts.contains(&ix) => {
                 let why = match of_part(part).next() {
                     Some(now) => Why::AiderResent {
@@ -170,26 +170,14 @@ pub fn project<'a>(
             }
             Some(_) => {}
             // The "Ok." after the summary in force is sent right after it.
-            None if info[ix].ack.is_some() && info[ix].ack == version => ack = Some(ix),
+            None if at.ack.is_some() && at.ack == version => ack = Some(ix),
             None if covered(seq) => {
-                ctx.set(
-                    ix,
-                    Status::Summarized,
-                    ReducerName::Summary,
-                    Why::Covered,
-                    0,
-                );
+                let why = Why::Covered;
+                ctx.set(ix, Status::Summarized, ReducerName::Summary, why, 0);
             }
-            None if info[ix].ack.is_some() => {
-                ctx.set(
-                    ix,
-                    Status::Dropped,
-                    ReducerName::Aider,
-                    Why::AiderNotPart,
-                    0,
-                );
-            }
-            None if info[ix].left => {
+            // What Aider no longer keeps in its chat: an answer it dropped,
+            // the "Ok." after a summary no longer in force.
+            None if at.left || at.ack.is_some() => {
                 ctx.set(ix, Status::Dropped, ReducerName::Aider, Why::AiderLeft, 0);
             }
             None => {}
