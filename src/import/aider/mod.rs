@@ -83,10 +83,18 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
             );
         }
     };
-    for project in projects {
-        read_project(&project, import)?;
+    // A project that cannot be read is named, and the others imported.
+    let mut first_error = None;
+    for project in &projects {
+        if let Err(e) = read_project(project, import) {
+            import.warnings.push(format!("{e:#}; skipped"));
+            first_error.get_or_insert(e);
+        }
     }
-    Ok(())
+    match first_error {
+        Some(e) if import.sessions.is_empty() => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// The projects under `dir`: each folder holding either history.
@@ -155,21 +163,24 @@ fn read_project(project: &Project, import: &mut Import) -> anyhow::Result<()> {
         }
         None => Vec::new(),
     };
-    match &project.llm {
+    let requests = match &project.llm {
         Some(path) => {
             import.reads_file(path);
-            let text = text_of(path)?;
-            let requests = history::requests(path, &text, import);
+            let requests = history::requests(path, &text_of(path)?, import);
             if requests.is_empty() {
                 import.warn_file(path, "no request in it");
             }
-            Sessions::new(path, &runs).requests(&requests, import);
+            requests
         }
-        None => {
-            if let Some(path) = &project.chat {
-                chat_only(path, &runs, import);
-            }
+        None => Vec::new(),
+    };
+    match (&project.llm, &project.chat) {
+        (Some(path), _) if !requests.is_empty() => {
+            Sessions::new(path, &runs).requests(&requests, import)
         }
+        // Without requests, the chat history gives the chat.
+        (_, Some(path)) => chat_only(path, &runs, import),
+        _ => {}
     }
     Ok(())
 }
