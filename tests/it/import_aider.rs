@@ -436,3 +436,73 @@ fn a_real_llm_history_imports_and_replays_to_its_record() {
         .count();
     assert!(discarded > 0);
 }
+
+/// A request in Aider's LLM history: its time, messages and answer.
+fn request(ts: &str, messages: &[(&str, &str)], answer: &str) -> String {
+    let mut out = format!("TO LLM {ts}\n");
+    for (role, text) in messages {
+        out.push_str("-------\n");
+        for line in text.split('\n') {
+            out.push_str(&format!("{} {line}\n", role.to_uppercase()));
+        }
+    }
+    out.push_str(&format!("LLM RESPONSE {ts}\n"));
+    for line in answer.split('\n') {
+        out.push_str(&format!("ASSISTANT {line}\n"));
+    }
+    out
+}
+
+#[test]
+fn switching_to_a_coder_of_another_edit_format_summarizes_all_and_is_followed() {
+    // `/chat-mode architect` after an ask: Aider summarizes the whole chat
+    // for the new coder, whatever its size.
+    let repo = [
+        (
+            "user",
+            "Here are summaries of some files present in my git repository.\ntally/count.py",
+        ),
+        (
+            "assistant",
+            "Ok, I won't try and edit those files without asking first.",
+        ),
+    ];
+    let no_files = [
+        (
+            "user",
+            "I am not sharing the full contents of any files with you yet.",
+        ),
+        ("assistant", "Ok."),
+    ];
+    let ask = [("system", "Act as an expert code analyst.")];
+    let architect = [("system", "Act as an expert architect engineer.")];
+    let q1 = ("user", "what does count_words return?");
+    let summary = "I spoke to you previously about a number of things.\nI asked you what count_words returns.";
+    let first: Vec<_> = [&ask[..], &repo, &no_files, &[q1]].concat();
+    let second: Vec<_> = [
+        &architect[..],
+        &repo,
+        &[("user", summary)],
+        &no_files,
+        &[("user", "now make it skip digits")],
+    ]
+    .concat();
+    let text = request("2025-03-03T09:00:00", &first, "A Counter of words.")
+        + &request(
+            "2025-03-03T09:01:00",
+            &second,
+            "Change the pattern to letters only.",
+        );
+    let dir = TempDir::new().unwrap();
+    let src = dir.path().join(".aider.llm.history");
+    std::fs::write(&src, text).unwrap();
+    let (log, said, _out) = import(&src);
+    assert_eq!(log.sessions.len(), 1, "{said}");
+    let s = &log.sessions[0];
+    assert_eq!(s.summaries.len(), 1);
+    assert_eq!(meta(s.summaries[0].meta.as_deref())["switch"], true);
+    let replayed = replay(&src, &[]);
+    assert_eq!(replayed["matching"], 2, "{:#}", replayed["calls"]);
+    assert_eq!(compactions(&replayed), [(Some(2), Some(2), Some(0))]);
+    assert_eq!(replayed["calls"][1]["triggers"][0], "coder_switch");
+}

@@ -127,7 +127,7 @@ pub fn project<'a>(
     let first_turn_call = state
         .previous_last_seq
         .is_none_or(|seen| ctx.events.get(cur).is_some_and(|e| e.seq > seen));
-    if first_turn_call {
+    if !follow_switch(&ctx, state, cur, fired) && first_turn_call {
         summarize(&ctx, policy, state, info, &chat, cur, fired);
     }
     let stand = state.split.map(|span| {
@@ -224,6 +224,35 @@ pub fn project<'a>(
     ctx.around.following = following;
     ctx.stand = stand;
     ctx
+}
+
+/// Follows the log's summary Aider made switching to a coder of another
+/// edit format (`Coder.create` summarizes all of the chat then, whatever
+/// its size), where one came since the summary in force: the trigger
+/// `coder_switch`.
+fn follow_switch(
+    ctx: &Context,
+    state: &mut State,
+    cur: usize,
+    fired: &mut Vec<&'static str>,
+) -> bool {
+    let session = ctx.session;
+    let cur_seq = ctx.events.get(cur).map_or(i64::MAX, |e| e.seq);
+    let switch = (session.summaries.iter().enumerate())
+        .filter(|(_, s)| s.version > state.in_use.unwrap_or(0))
+        .filter(|(_, s)| s.to_seq < cur_seq && s.created_at.as_str() <= ctx.call.ts.as_str())
+        .filter(|(_, s)| {
+            let meta: Option<Value> = s.meta.as_deref().and_then(|m| serde_json::from_str(m).ok());
+            meta.is_some_and(|m| m["switch"] == true)
+        })
+        .max_by_key(|(_, s)| s.version);
+    let Some((at, s)) = switch else {
+        return false;
+    };
+    fired.push("coder_switch");
+    state.split = Some(covers(session, at));
+    state.in_use = Some(s.version);
+    true
 }
 
 /// What a call's request held besides its chat: the parts Aider built for

@@ -259,6 +259,8 @@ struct Chat {
     summary: Option<usize>,
     /// The parts already written, by part, role and text: reused while the same.
     parts: HashMap<(Part, String, String), i64>,
+    /// The system prompt of its last request: another is another coder.
+    system: Option<String>,
 }
 
 /// How a request's chat stands to a chat Aider keeps.
@@ -356,6 +358,9 @@ impl<'a> Sessions<'a> {
             .map(|m| (m.role.as_str(), m.text.as_str()))
             .collect();
         let part_of = parts(&pairs);
+        let system = (pairs.iter().zip(&part_of))
+            .find(|(_, part)| **part == Part::System)
+            .map(|((_, text), _)| text.to_string());
         let chat: Vec<usize> = (0..pairs.len())
             .filter(|&i| part_of[i] == Part::Chat)
             .collect();
@@ -430,7 +435,12 @@ impl<'a> Sessions<'a> {
                 }
             }
             Goes::Summarized { from, ack } => {
-                let version = summarize(draft, chat_state, &old[..from], messages[0], ts, run);
+                // Switching to a coder of another edit format, Aider
+                // summarizes all of the chat (`Coder.create`'s
+                // `summarize_all`): no budget asked for it.
+                let switched = !ack && from == old.len() && chat_state.system != system;
+                let head = &old[..from];
+                let version = summarize(draft, chat_state, head, messages[0], ts, run, switched);
                 items.push(Item::Summary(version));
                 if ack {
                     let extra = json!({ "ack": version });
@@ -482,6 +492,7 @@ impl<'a> Sessions<'a> {
             run,
         );
         chat_state.items = items;
+        chat_state.system = system;
         chat_state.answer = (request.answer.as_ref())
             .filter(|(_, text)| !text.trim().is_empty())
             .map(|(at, text)| push_chat(draft, "assistant", at, text, json!({})));
@@ -525,6 +536,7 @@ impl<'a> Sessions<'a> {
             answer: None,
             summary: None,
             parts: HashMap::new(),
+            system: None,
         });
         self.chats.len() - 1
     }
@@ -587,6 +599,7 @@ fn summarize(
     message: &Message,
     ts: &str,
     run: Option<&Run>,
+    switched: bool,
 ) -> i64 {
     let before = chat.summary.map(|s| &draft.summaries[s]);
     // Aider's "Ok." after an earlier summary came into the log after the
@@ -611,7 +624,7 @@ fn summarize(
         content: message.text.clone(),
         created_at: ts.to_string(),
         created_by: Some(by),
-        meta: Some(json!({ META: "summary" }).to_string()),
+        meta: Some(json!({ META: "summary", "switch": switched }).to_string()),
     });
     chat.summary = Some(draft.summaries.len() - 1);
     version
