@@ -137,6 +137,14 @@ fn a_project_imports_a_call_per_request_and_each_summary_where_aider_made_it() {
             Some(2)
         ]
     );
+    // Each marked where Aider made it, with its text, never sent.
+    let markers: Vec<_> = chat
+        .events
+        .iter()
+        .filter(|e| e.kind == Kind::Compaction)
+        .collect();
+    assert_eq!(markers.len(), 2);
+    assert_eq!(markers[0].content.get(), chat.summaries[0].content.as_str());
     let ack = (chat.events.iter())
         .find(|e| meta(e.meta.as_deref())["ack"] == 1)
         .expect("Aider's Ok. after the first summary");
@@ -211,6 +219,7 @@ fn replay_under_aider_matches_every_request_and_each_summary_at_its_call() {
     assert_eq!(replayed["matching"], 10);
     let both = [(Some(4), Some(4), Some(0)), (Some(7), Some(7), Some(0))];
     assert_eq!(compactions(&replayed), both);
+    assert!((replayed["compactions"].as_array().unwrap().iter()).all(|c| c["kind"] == "auto"));
     // The LLM history alone does not: Aider's budget is then that of a
     // model of 200,000 input tokens, 8,192, which the chat never reached.
     let alone = src.join(".aider.llm.history");
@@ -504,5 +513,7 @@ fn switching_to_a_coder_of_another_edit_format_summarizes_all_and_is_followed() 
     let replayed = replay(&src, &[]);
     assert_eq!(replayed["matching"], 2, "{:#}", replayed["calls"]);
     assert_eq!(compactions(&replayed), [(Some(2), Some(2), Some(0))]);
+    // The user's command, not Aider's budget: a manual compaction.
+    assert_eq!(replayed["compactions"][0]["kind"], "manual");
     assert_eq!(replayed["calls"][1]["triggers"][0], "coder_switch");
 }

@@ -33,6 +33,8 @@ struct Info {
     suffix: bool,
     /// An answer Aider did not keep in its chat.
     left: bool,
+    /// The log's marker where Aider summarized: never sent.
+    marker: bool,
 }
 
 impl Info {
@@ -58,6 +60,7 @@ impl Info {
             ack: meta.and_then(|m| m["ack"].as_i64()),
             suffix: meta.is_some_and(|m| m[crate::model::SUFFIX].is_string()),
             left: meta.is_some_and(|m| m["left"] == true),
+            marker: event.kind == Kind::Compaction,
         }
     }
 }
@@ -120,7 +123,7 @@ pub fn project<'a>(
     let n = ctx.events.len();
     let info = &info[..n];
     let chat: Vec<usize> = (0..n)
-        .filter(|&ix| info[ix].part.is_none() && !info[ix].left)
+        .filter(|&ix| info[ix].part.is_none() && !info[ix].left && !info[ix].marker)
         .collect();
     let request = Request::of(&ctx, info);
     let cur = request.cur;
@@ -169,6 +172,9 @@ pub fn project<'a>(
                 ctx.set(ix, Status::Dropped, ReducerName::Aider, why, 0);
             }
             Some(_) => {}
+            None if at.marker => {
+                ctx.set(ix, Status::Dropped, ReducerName::Marker, Why::Marker, 0);
+            }
             // The "Ok." after the summary in force is sent right after it.
             None if at.ack.is_some() && at.ack == version => ack = Some(ix),
             None if covered(seq) => {

@@ -440,6 +440,11 @@ impl<'a> Sessions<'a> {
                 // `summarize_all`): no budget asked for it.
                 let switched = !ack && from == old.len() && chat_state.system != system;
                 let head = &old[..from];
+                // Where Aider summarized: a marker, by the user's command
+                // (a switch) or by its budget, with the summary's text.
+                let meta = json!({ META: "summary", "auto": !switched, "synthetic": true });
+                let text = messages[0].text.clone();
+                draft.push(Kind::Compaction, ts, text, EventExtra::meta(meta));
                 let version = summarize(draft, chat_state, head, messages[0], ts, run, switched);
                 items.push(Item::Summary(version));
                 if ack {
@@ -656,9 +661,11 @@ fn record_call(
         if sent.contains(&at) {
             continue;
         }
-        let (action, reducer) = match chat_event && covers(at) {
-            true => ("summarized", "summary"),
-            false => ("dropped", "aider"),
+        let (action, reducer) = match (event.kind, chat_event && covers(at)) {
+            // Aider's summarizing is marked in the log, never sent.
+            (Kind::Compaction, _) => ("dropped", "marker"),
+            (_, true) => ("summarized", "summary"),
+            (_, false) => ("dropped", "aider"),
         };
         evictions.push(json!({"seq": at, "action": action, "reducer": reducer}));
     }
