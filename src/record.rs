@@ -218,6 +218,10 @@ fn found_by_importer(call: &ModelCall, history: &[Event], sent: &[Event]) -> Opt
         };
         match history.get(ix) {
             Some(held) if held.kind == e.kind && key(held) == key(e) => Found::Same(ix),
+            // Sent with what the host appended to it for this request.
+            Some(held) if held.kind == e.kind && with_suffix(held) == e.content.get().trim() => {
+                Found::Same(ix)
+            }
             Some(held) if held.kind == e.kind => {
                 Found::Changed(ix, changed(&held.content.get(), &e.content.get()))
             }
@@ -225,6 +229,21 @@ fn found_by_importer(call: &ModelCall, history: &[Event], sent: &[Event]) -> Opt
         }
     });
     Some(found.collect())
+}
+
+/// An event's text with the suffix its meta holds (`model::SUFFIX`),
+/// trimmed; empty when it holds none.
+fn with_suffix(event: &Event) -> String {
+    let meta: Option<Value> = event
+        .meta
+        .as_deref()
+        .and_then(|m| serde_json::from_str(m).ok());
+    match meta.as_ref().and_then(|m| m[crate::model::SUFFIX].as_str()) {
+        Some(suffix) => format!("{}{suffix}", event.content.get())
+            .trim()
+            .to_string(),
+        None => String::new(),
+    }
 }
 
 /// Whether `call`'s record continues a stored response (`previous_response_id`):
