@@ -307,11 +307,7 @@ fn folder(
             continue;
         }
         if opens(&path) {
-            let name = path
-                .strip_prefix(top)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
+            let name = path.strip_prefix(top).unwrap_or(&path).display().to_string();
             out.push((path, name, false));
         } else if path.is_dir() {
             folder(top, &path, out, others)?;
