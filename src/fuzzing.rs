@@ -30,7 +30,7 @@ use crate::policy::{Policy, PolicyBuilder};
 pub type Harness = fn(&[u8]) -> bool;
 
 /// Every target, by name.
-pub const TARGETS: [(&str, Harness); 10] = [
+pub const TARGETS: [(&str, Harness); 11] = [
     ("log_file", log_file),
     ("log_rows", log_rows),
     ("import_claude_code", import_claude_code),
@@ -39,6 +39,7 @@ pub const TARGETS: [(&str, Harness); 10] = [
     ("import_llm", import_llm),
     ("import_api", import_api),
     ("import_otel", import_otel),
+    ("import_aider", import_aider),
     ("policy_toml", policy_toml),
     ("policy_set", policy_set),
 ];
@@ -455,6 +456,27 @@ pub fn import_otel(data: &[u8]) -> bool {
     let src = dir.path().join("spans.json");
     write(&src, data);
     import_all(&[Format::Otel], &src, dir.path())
+}
+
+/// An Aider project: the input's first NUL-separated piece is its LLM
+/// history, the second its chat history; imported as the folder and as
+/// each file.
+pub fn import_aider(data: &[u8]) -> bool {
+    let dir = scratch();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(&project).expect("the project folder");
+    let mut pieces = chunks(data);
+    let llm = project.join(".aider.llm.history");
+    let chat = project.join(".aider.chat.history.md");
+    write(&llm, pieces.next().unwrap_or_default());
+    if let Some(piece) = pieces.next() {
+        write(&chat, piece);
+    }
+    let mut read = import_all(&[Format::Aider], &project, dir.path());
+    for file in [llm, chat].iter().filter(|f| f.exists()) {
+        read |= import_all(&[Format::Aider], file, dir.path());
+    }
+    read
 }
 
 /// The tables and columns of llm's logs.db (0.27's and 0.32's) that the

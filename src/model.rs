@@ -280,6 +280,11 @@ pub struct Eviction {
     pub reducer: Option<String>,
 }
 
+/// The meta key of text a host appended to an event for one request
+/// (Aider's reminder after the newest message), which a projection sends
+/// after it where its preset says so.
+pub const SUFFIX: &str = "suffix";
+
 /// One entry of a call's `injections` column.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Injection {

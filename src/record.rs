@@ -169,7 +169,8 @@ impl Sent {
         history: &[Event],
         summary: Option<&Summary>,
     ) -> Sent {
-        let found = find(history, &events);
+        let found =
+            found_by_importer(call, history, &events).unwrap_or_else(|| find(history, &events));
         let (events, found) = if continues_response(call) {
             with_chain(history, events, found)
         } else {
@@ -193,6 +194,55 @@ impl Sent {
     /// The record's text for the history event at `ix`, where it sends it.
     pub fn text_for(&self, ix: usize) -> Option<Cow<'_, str>> {
         Some(self.events[*self.at.get(&ix)?].content.get())
+    }
+}
+
+/// Where the import that built the history said which event each message
+/// of the record is (the call's meta `found`: per message, the event's
+/// 1-based place among the session's events, or null for none): a host
+/// that rebuilds parts of every request (Aider) sends them out of the
+/// history's order, which a search by text cannot follow. `None` when the
+/// meta says nothing, or not of every message.
+fn found_by_importer(call: &ModelCall, history: &[Event], sent: &[Event]) -> Option<Vec<Found>> {
+    let meta: Value = serde_json::from_str(call.meta.as_deref()?).ok()?;
+    let places = meta.get("found")?.as_array()?;
+    if places.len() != sent.len() {
+        return None;
+    }
+    let found = places.iter().zip(sent).map(|(place, e)| {
+        let Some(ix) = place
+            .as_u64()
+            .and_then(|p| usize::try_from(p).ok()?.checked_sub(1))
+        else {
+            return Found::New;
+        };
+        match history.get(ix) {
+            Some(held) if held.kind == e.kind && key(held) == key(e) => Found::Same(ix),
+            // Sent with what the host appended to it for this request.
+            Some(held) if held.kind == e.kind && with_suffix(held) == e.content.get().trim() => {
+                Found::Same(ix)
+            }
+            Some(held) if held.kind == e.kind => {
+                Found::Changed(ix, changed(&held.content.get(), &e.content.get()))
+            }
+            _ => Found::New,
+        }
+    });
+    Some(found.collect())
+}
+
+/// An event's text with the suffix its meta holds (`model::SUFFIX`),
+/// trimmed; empty when it holds none.
+fn with_suffix(event: &Event) -> String {
+    let meta: Option<Value> = event
+        .meta
+        .as_deref()
+        .and_then(|m| serde_json::from_str(m).ok());
+    match meta.as_ref().and_then(|m| m[crate::model::SUFFIX].as_str()) {
+        Some(suffix) => format!("{}{suffix}", event.content.get())
+            .trim()
+            .to_string(),
+        None => String::new(),
     }
 }
 

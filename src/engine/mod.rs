@@ -26,7 +26,7 @@ pub use pretrim::{PreTrim, pretrim};
 pub use projector::{Carry, Projector};
 pub use reducers::placeholder_text;
 pub use render::{Item, Projection, Row};
-pub use text::{cut_text, sent_text};
+pub use text::{cut_text, sent_text, with_suffix};
 pub use trigger::seconds;
 
 pub use crate::model::Status;
@@ -56,6 +56,8 @@ pub enum ReducerName {
     Microcompact,
     /// Codex's compaction.
     Codex,
+    /// Aider's request assembly (its parts, its reminder).
+    Aider,
     /// Claude Code's compaction.
     ClaudeCode,
     /// The policy's pins.
@@ -88,6 +90,7 @@ impl ReducerName {
             ReducerName::Recorded => "recorded",
             ReducerName::Microcompact => "microcompact",
             ReducerName::Codex => "codex",
+            ReducerName::Aider => "aider",
             ReducerName::ClaudeCode => "claude_code",
             ReducerName::Pin => "pin",
             ReducerName::Marker => "marker",

@@ -67,6 +67,8 @@ pub fn cut_text(content: &str, cut: Cut) -> Option<String> {
         Cut::Gemini(chars) => crate::hosts::gemini::truncated(content, chars.into()),
         Cut::GeminiMasked => (!content.contains(crate::hosts::gemini::MASKED_TAG))
             .then(|| crate::hosts::gemini::masked(content)),
+        // The suffix is in the event's meta (see `with_suffix`).
+        Cut::Suffix => None,
         Cut::TailLines(keep) => {
             let lines: Vec<&str> = content.lines().collect();
             let cut = lines.len().checked_sub(keep as usize).filter(|&n| n > 0)?;
@@ -76,6 +78,14 @@ pub fn cut_text(content: &str, cut: Cut) -> Option<String> {
             ))
         }
     }
+}
+
+/// `event`'s text with what its meta holds under `suffix` after it (see
+/// `Cut::Suffix`); `None` when it holds none.
+pub fn with_suffix(event: &Event, content: &str) -> Option<String> {
+    let meta: serde_json::Value = serde_json::from_str(event.meta.as_deref()?).ok()?;
+    let suffix = meta.get(crate::model::SUFFIX)?.as_str()?;
+    Some(format!("{content}{suffix}"))
 }
 
 /// The one-line marker a tool result is elided to (tiered, structural).
@@ -111,6 +121,13 @@ pub fn sent_text_from<'e>(
     policy: &Policy,
     content: impl FnOnce() -> Cow<'e, str>,
 ) -> Cow<'e, str> {
+    if slot.cut == Cut::Suffix && slot.status.is_sent() {
+        let content = content();
+        return match with_suffix(event, &content) {
+            Some(text) => Cow::Owned(text),
+            None => content,
+        };
+    }
     match slot.status {
         Status::Stubbed => match slot.reducer {
             Some(ReducerName::Prune) => Cow::Owned(policy.opencode.cleared.clone()),

@@ -2,6 +2,7 @@
 //! counts, what it sends that is not the user's, what its compaction keeps.
 //! Below both, so neither reaches into the other.
 
+pub mod aider;
 pub mod cline;
 pub mod codex;
 pub mod gemini;

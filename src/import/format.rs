@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use serde_json::Value;
 
 use super::source::{open_sqlite, parse_json, read_source, without_bom};
-use super::{api, cline, gemini_cli, opencode};
+use super::{aider, api, cline, gemini_cli, opencode};
 
 /// The formats `ctxlens import` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -23,6 +23,7 @@ pub enum Format {
     GeminiCli,
     Cline,
     Roo,
+    Aider,
 }
 
 impl Format {
@@ -39,6 +40,7 @@ impl Format {
             Format::GeminiCli => "gemini-cli",
             Format::Cline => "cline",
             Format::Roo => "roo",
+            Format::Aider => "aider",
         }
     }
 }
@@ -65,8 +67,11 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
         if gemini_cli::is_folder(src) {
             return Ok(Format::GeminiCli);
         }
+        if aider::is_folder(src) {
+            return Ok(Format::Aider);
+        }
         bail!(
-            "{}: a folder, but not OpenCode's storage (no session/ or opencode.db), Gemini CLI's (no chats/), nor Cline's or Roo Code's tasks",
+            "{}: a folder, but not OpenCode's storage (no session/ or opencode.db), Gemini CLI's (no chats/), Cline's or Roo Code's tasks, nor a project with Aider's histories",
             src.display()
         );
     }
@@ -86,6 +91,9 @@ pub fn detect(src: &Path) -> anyhow::Result<Format> {
         );
     }
     let text = String::from_utf8_lossy(head);
+    if aider::looks_like(&text) {
+        return Ok(Format::Aider);
+    }
     let trimmed = text.trim_start();
     let whole = || -> anyhow::Result<Value> {
         let bytes = read_source(src)?;

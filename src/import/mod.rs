@@ -3,6 +3,7 @@
 //! a malformed line is reported with its file and line number and skipped,
 //! and a last line still being written is left for the next read.
 
+mod aider;
 pub(crate) mod api;
 mod cache;
 mod claude_code;
@@ -38,7 +39,13 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
     if !src.exists() {
         bail!("{}: no such file or directory", src.display());
     }
-    let folders = [Format::Opencode, Format::GeminiCli, Format::Cline, Format::Roo];
+    let folders = [
+        Format::Opencode,
+        Format::GeminiCli,
+        Format::Cline,
+        Format::Roo,
+        Format::Aider,
+    ];
     if src.is_dir() && !folders.contains(&format) {
         bail!(
             "{}: a folder; {} reads a file",
@@ -59,6 +66,7 @@ pub fn read(format: Format, src: &Path) -> anyhow::Result<Import> {
         Format::GeminiCli => gemini_cli::read(src, &mut import)?,
         Format::Cline => cline::read(src, &mut import, cline::Host::Cline)?,
         Format::Roo => cline::read(src, &mut import, cline::Host::Roo)?,
+        Format::Aider => aider::read(src, &mut import)?,
     }
     if import.sessions.iter().all(|s| s.events.is_empty()) {
         bail!(

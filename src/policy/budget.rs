@@ -43,6 +43,7 @@ impl Policy {
             }
             Preset::Cline => (b.context_window, Some(self.cline_threshold())),
             Preset::Roo => (b.context_window, Some(self.roo_threshold().1)),
+            Preset::Aider => (self.aider_max_input(), None),
             _ if b.input_limit > 0 => (b.input_limit, None),
             _ => (b.context_window.saturating_sub(b.output_reserve), None),
         };
@@ -53,7 +54,8 @@ impl Policy {
             | Preset::Codex
             | Preset::GeminiCli
             | Preset::Cline
-            | Preset::Roo => 0.0,
+            | Preset::Roo
+            | Preset::Aider => 0.0,
             _ => b.safety_margin,
         };
         Budget {
@@ -127,6 +129,22 @@ impl Policy {
         (allowed, share.min(allowed.saturating_add(1)))
     }
 
+    /// The main model's input limit under preset aider.
+    pub fn aider_max_input(&self) -> u64 {
+        match self.aider.max_input_tokens {
+            0 => self.budget.context_window,
+            n => n,
+        }
+    }
+
+    /// The done messages' budget under preset aider (`aider/models.py`).
+    pub fn aider_history_budget(&self) -> u64 {
+        match self.aider.max_chat_history_tokens {
+            0 => max_chat_history_tokens(self.aider_max_input()),
+            n => n,
+        }
+    }
+
     /// The window Codex reports (`model_context_window`): 95% of the
     /// model's, the rest kept for its own instructions and tools.
     pub fn codex_window(&self) -> u64 {
@@ -183,6 +201,13 @@ pub const ROO_DEFAULT_MAX_TOKENS: u64 = 8192;
 /// window × (1 − 10%) less the output reserved.
 pub fn roo_allowed_tokens(window: u64, reserved: u64) -> f64 {
     window as f64 * (1.0 - TOKEN_BUFFER_PERCENTAGE) - reserved as f64
+}
+
+/// Aider's `max_chat_history_tokens` of a model with `max_input_tokens`
+/// (Aider-AI/aider `aider/models.py`): a sixteenth of it, at least 1024,
+/// at most 8192.
+pub fn max_chat_history_tokens(max_input_tokens: u64) -> u64 {
+    (max_input_tokens / 16).clamp(1024, 8192)
 }
 
 /// The budget threaded through the reducers. A struct, so per-tier caps can be

@@ -312,6 +312,13 @@ impl PolicyBuilder {
                 "0 keeps nothing after the summary".into(),
             ));
         }
+        // Aider's recursion is bounded by the messages anyway; past this it is a typo.
+        if policy.aider.max_depth > 64 {
+            return Err(fail(
+                "aider.max_depth",
+                format!("{} is not a depth in [0, 64]", policy.aider.max_depth),
+            ));
+        }
         if !(0.0..1.0).contains(&policy.block.compact_budget_threshold_pct) {
             return Err(fail(
                 "block.compact_budget_threshold_pct",

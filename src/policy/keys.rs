@@ -47,6 +47,7 @@ pub struct Policy {
     pub gemini_cli: GeminiCli,
     pub cline: Cline,
     pub roo: Roo,
+    pub aider: Aider,
 }
 
 impl Default for Policy {
@@ -90,12 +91,16 @@ pub enum Preset {
     OpenaiCompaction,
     /// Gemini CLI's compression and tool output masking.
     GeminiCli,
+    /// Cline's truncation and auto-condense.
     Cline,
+    /// Roo Code's condense and sliding window.
     Roo,
+    /// Aider's summarization of its chat history.
+    Aider,
 }
 
 impl Preset {
-    pub const NAMES: [&str; 19] = [
+    pub const NAMES: [&str; 20] = [
         "pipeline",
         "opencode",
         "tiered",
@@ -115,6 +120,7 @@ impl Preset {
         "gemini-cli",
         "cline",
         "roo",
+        "aider",
     ];
 
     /// Whether this preset reads `key` (a dotted policy key): the editor
@@ -141,6 +147,7 @@ impl Preset {
                 | Preset::AnthropicContextEditing
                 | Preset::AnthropicCompaction
                 | Preset::OpenaiCompaction
+                | Preset::Aider
         )
     }
 
@@ -165,7 +172,8 @@ impl Preset {
             | Preset::Recorded
             | Preset::AnthropicContextEditing
             | Preset::AnthropicCompaction
-            | Preset::OpenaiCompaction => &[],
+            | Preset::OpenaiCompaction
+            | Preset::Aider => &[],
         }
     }
 
@@ -194,6 +202,8 @@ impl Preset {
             | Preset::AnthropicContextEditing
             | Preset::AnthropicCompaction
             | Preset::OpenaiCompaction => false,
+            // Aider summarizes by its budget alone: it has no command for it.
+            Preset::Aider => false,
         }
     }
 
@@ -218,6 +228,7 @@ impl Preset {
             Preset::GeminiCli => "gemini-cli",
             Preset::Cline => "cline",
             Preset::Roo => "roo",
+            Preset::Aider => "aider",
         }
     }
 }
@@ -487,6 +498,19 @@ pub struct Codex {
     pub user_message_max_tokens: u64,
     /// What the summary message opens with.
     pub summary_prefix: String,
+}
+
+/// Aider's summarization of its chat history (the aider preset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Aider {
+    /// The main model's input limit; 0: budget.context_window.
+    pub max_input_tokens: u64,
+    /// The budget of the done messages; 0: Aider's, from max_input_tokens.
+    pub max_chat_history_tokens: u64,
+    /// How deep `ChatSummary` recurses before it summarizes all.
+    pub max_depth: u64,
+    /// The model that writes the summaries (the log's, where it says).
+    pub weak_model: String,
 }
 
 /// Claude Code's compaction (the claude-code preset).

@@ -11,13 +11,13 @@ mod schema;
 
 pub use budget::{
     Budget, Limits, ROO_DEFAULT_MAX_TOKENS, TOKEN_BUFFER_PERCENTAGE, max_allowed_size,
-    roo_allowed_tokens,
+    max_chat_history_tokens, roo_allowed_tokens,
 };
 pub use builder::{MAX_DEPTH, PolicyBuilder};
 pub use document::preset_file;
 pub use error::{PolicyError, Source};
 pub use keys::{
-    Adaptive, AnthropicCompaction, AnthropicContextEditing, Block, BudgetPolicy, Calibrate,
+    Adaptive, Aider, AnthropicCompaction, AnthropicContextEditing, Block, BudgetPolicy, Calibrate,
     ClaudeCode, Cline, Codex, Combine, CostPolicy, Executive, GeminiCli, Mode, OpenaiCompaction,
     Opencode, Pin, Policy, PreserveUser, Preset, RecentTurns, Retention, Roo, Scope, Structural,
     SummaryPolicy, Tiered, TokenFraction, ToolResults, ToolRule, Trigger, TriggerType, Variant,

@@ -261,6 +261,21 @@ fn import_codex() {
 }
 
 #[test]
+fn import_aider() {
+    let dir = root().join("tests/fixtures/aider");
+    let llm = read("tests/fixtures/aider/summarized/.aider.llm.history");
+    let chat = read("tests/fixtures/aider/summarized/.aider.chat.history.md");
+    let older = std::fs::read(dir.join("chat-only/.aider.chat.history.md")).unwrap();
+    let both = [llm.as_slice(), b"\0", &chat].concat();
+    smoke(
+        "import_aider",
+        vec![llm, both, [b"\0".as_slice(), &older].concat()],
+        1500,
+        6,
+    );
+}
+
+#[test]
 fn import_opencode() {
     let packed = fuzzing::pack_folder(&root().join("tests/fixtures/opencode")).unwrap();
     assert!(

@@ -653,3 +653,157 @@ fn a_rollout_compacted_twice_replays_to_its_record() {
     assert!(texts[3].ends_with("\nTWO"), "{texts:?}");
     assert_eq!(texts[4], "third task", "{texts:?}");
 }
+
+// --- aider ---
+// Aider's own tests of ChatSummary (Aider-AI/aider tests/basic/test_history.py),
+// with its mock model: a message weighs its words, the budget is 100.
+
+mod aider {
+    use ctxlens::hosts::aider::{
+        ChatSummary, Plan, SUMMARY_PREFIX, Sized, max_chat_history_tokens, message_json, sized,
+        summarizer_input, summarizers, summary_message,
+    };
+
+    fn words(_: &str, text: &str) -> u64 {
+        text.split_whitespace().count() as u64
+    }
+
+    fn summary() -> ChatSummary {
+        ChatSummary {
+            max_tokens: 100,
+            max_depth: 3,
+        }
+    }
+
+    #[test]
+    fn test_initialization() {
+        assert_eq!(summary().max_tokens, 100);
+    }
+
+    #[test]
+    fn test_too_big() {
+        let short = sized(
+            [
+                ("user", "This is a short message"),
+                ("assistant", "This is also a short message"),
+            ],
+            words,
+        );
+        assert!(!summary().too_big(&short));
+        let long = vec!["word"; 101].join(" ");
+        assert!(summary().too_big(&sized([("user", long.as_str())], words)));
+    }
+
+    #[test]
+    fn test_tokenize() {
+        let tokenized = sized([("user", "Hello world"), ("assistant", "Hi there")], words);
+        let tokens: Vec<u64> = tokenized.iter().map(|s| s.tokens).collect();
+        assert_eq!(tokens, vec![2, 2]);
+    }
+
+    #[test]
+    fn test_summarize_all() {
+        // What the weak model is given, and the message its answer becomes.
+        let input = summarizer_input([("user", "Hello world"), ("assistant", "Hi there")]);
+        assert_eq!(input, "# USER\nHello world\n# ASSISTANT\nHi there\n");
+        assert_eq!(
+            summary_message("This is a summary"),
+            "I spoke to you previously about a number of things.\nThis is a summary"
+        );
+        assert!(summary_message("x").starts_with(SUMMARY_PREFIX));
+    }
+
+    #[test]
+    fn test_summarize() {
+        let texts: Vec<String> = (0..10)
+            .map(|i| format!("Message {i}"))
+            .chain((0..10).map(|i| format!("Response {i}")))
+            .collect();
+        let roles = (0..20).map(|i| if i < 10 { "user" } else { "assistant" });
+        let messages = sized(roles.zip(texts.iter().map(String::as_str)), words);
+        // 40 words: under the budget, the messages stay as they are.
+        assert_eq!(summary().plan(&messages, |_| 1), None);
+    }
+
+    #[test]
+    fn test_fallback_to_second_model() {
+        // The weak model first, then the main one when it fails.
+        assert_eq!(
+            summarizers("gpt-3.5-turbo", "gpt-4"),
+            ["gpt-3.5-turbo", "gpt-4"]
+        );
+        assert_eq!(summarizers("gpt-4", "gpt-4"), ["gpt-4"]);
+    }
+
+    fn turn(tokens: u64) -> [Sized; 2] {
+        [
+            Sized {
+                assistant: false,
+                tokens: 5,
+            },
+            Sized {
+                assistant: true,
+                tokens,
+            },
+        ]
+    }
+
+    #[test]
+    fn the_head_ends_on_an_answer_and_the_tail_stays_under_half_the_budget() {
+        // Four turns of 5 + 30: the newest turn (35) fits under 50, the one
+        // before would not (70): the first three turns are summarized.
+        let messages: Vec<Sized> = (0..4).flat_map(|_| turn(30)).collect();
+        let plan = summary().plan(&messages, |_| 10).unwrap();
+        assert_eq!(
+            plan,
+            Plan {
+                summarized: 6,
+                ack: false
+            }
+        );
+    }
+
+    #[test]
+    fn too_few_messages_are_summarized_whole_and_answered_ok() {
+        // Four messages or fewer, or a split at 4 or before: all of them,
+        // and "Ok." after the summary, which is not the assistant's.
+        let messages: Vec<Sized> = (0..2).flat_map(|_| turn(60)).collect();
+        let plan = summary().plan(&messages, |_| 10).unwrap();
+        assert_eq!(
+            plan,
+            Plan {
+                summarized: 4,
+                ack: true
+            }
+        );
+        let messages: Vec<Sized> = (0..3).flat_map(|_| turn(40)).collect();
+        assert_eq!(summary().plan(&messages, |_| 10).unwrap().summarized, 6);
+    }
+
+    #[test]
+    fn a_summary_over_the_budget_is_summarized_again_until_the_depth_runs_out() {
+        let messages: Vec<Sized> = (0..8).flat_map(|_| turn(30)).collect();
+        // A summary as big as the budget goes through every depth, then all
+        // that is left is summarized.
+        let plan = summary().plan(&messages, |_| 100).unwrap();
+        assert_eq!(plan.summarized, 16);
+        // A small one stops at the first split.
+        assert_eq!(summary().plan(&messages, |_| 10).unwrap().summarized, 14);
+    }
+
+    #[test]
+    fn the_budget_is_a_sixteenth_of_the_input_between_1024_and_8192() {
+        assert_eq!(max_chat_history_tokens(200_000), 8192);
+        assert_eq!(max_chat_history_tokens(128_000), 8000);
+        assert_eq!(max_chat_history_tokens(16_384), 1024);
+        assert_eq!(max_chat_history_tokens(4_096), 1024);
+    }
+
+    #[test]
+    fn a_message_is_counted_as_its_json_as_python_writes_it() {
+        assert_eq!(
+            message_json("user", "a \"b\"\n\tc é 😀"),
+            r#"{"role": "user", "content": "a \"b\"\n\tc \u00e9 \ud83d\ude00"}"#
+        );
+    }
+}

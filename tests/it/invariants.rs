@@ -110,6 +110,7 @@ fn knobs_for(preset: impl Strategy<Value = usize>) -> impl Strategy<Value = Knob
                         format!("opencode.prune_minimum={}", knob * 100),
                         format!("opencode.protect_turns={knob}"),
                         format!("opencode.protected_tools=[\"{}\"]", TOOLS[knob as usize]),
+                        format!("aider.max_chat_history_tokens={}", knob * 300),
                     ]
                     .into_iter()
                     .filter(|set| {

@@ -24,6 +24,7 @@ mod gemini_cli;
 mod hostile;
 mod hosts;
 mod import;
+mod import_aider;
 mod import_claude_code;
 mod import_cline;
 mod import_fuzz;

@@ -2,7 +2,7 @@
 //! each (tokens in chars4: a character count divisible by 4 is exact).
 
 use crate::common::*;
-use ctxlens::engine::{ItemRef, Projected};
+use ctxlens::engine::{ItemRef, Projected, Stand};
 use ctxlens::model::Kind;
 
 /// A budget whose usable and target are both `usable` tokens.
@@ -614,4 +614,61 @@ fn a_preset_takes_pins_in_the_engine_exactly_where_the_policy_shows_them() {
             "{name}"
         );
     }
+}
+
+/// Six turns of a short question and an answer of 240 characters, each
+/// counted as Aider counts a message (its JSON, characters / 4 here): 14
+/// and 69 tokens; a call before each answer. With `appended`, Aider's
+/// "I made those changes to the files." and "Ok." after the sixth answer.
+fn aider_chat(appended: bool) -> LogBuilder {
+    let mut b = LogBuilder::new();
+    for n in 1..=6 {
+        b.user(&format!("question number {n} about x"));
+        b.call();
+        b.say(&big(240));
+    }
+    if appended {
+        b.user("I made those changes to the files.");
+        b.say("Ok.");
+    }
+    b.user("question number 7 about x");
+    b.call();
+    b
+}
+
+const AIDER: [&str; 2] = ["preset=\"aider\"", "aider.max_chat_history_tokens=450"];
+
+#[test]
+fn aider_summarizes_the_done_messages_over_its_budget_before_the_next_turn() {
+    let b = aider_chat(false);
+    let all = project_all(&b.log, &policy(&AIDER));
+    // Five turns (415 tokens) fit 450; six (498) do not, so the seventh
+    // call sends a summary of the first four turns: the newest messages
+    // under half the budget stay (turns 5 and 6, 166 tokens), the head
+    // ending on an answer.
+    assert!(all[..6].iter().all(|p| !p.compacted && p.stand.is_none()));
+    let last = &all[6];
+    assert!(last.compacted);
+    assert_eq!(last.fired, ["summarize"]);
+    let Some(Stand::Placeholder(span)) = last.stand else {
+        panic!("{:?}", last.stand)
+    };
+    // Seqs: 1 the system prompt, then each turn's question and answer.
+    assert_eq!((span.from_seq, span.to_seq), (2, 9));
+    assert_eq!(status(last, 9), "summarized");
+    assert_eq!(status(last, 10), "verbatim");
+    assert_eq!(last.tail_start_seq(), Some(10));
+}
+
+#[test]
+fn aider_drops_its_summary_when_it_appended_to_the_done_messages() {
+    // Aider checks the done messages, then appends its pair: its
+    // summarizer's copy is no longer the done messages, and its summary
+    // is dropped.
+    let b = aider_chat(true);
+    let all = project_all(&b.log, &policy(&AIDER));
+    let last = &all[6];
+    assert_eq!(last.fired, ["summary_discarded"]);
+    assert!(!last.compacted);
+    assert!(last.stand.is_none());
 }

@@ -18,12 +18,15 @@ pub use slot::{At, Cut, Slot, Why};
 /// What a preset puts around the item standing for the oldest span:
 /// events of the log sent just before it, the engine's own messages
 /// before and after it (opencode's marker question and continue message),
-/// and the role it is sent with.
+/// events sent just after it in the preset's own order (a host that
+/// builds each request from parts, as Aider does), and the role it is
+/// sent with.
 #[derive(Clone, Debug)]
 pub struct Around {
     pub events: Vec<usize>,
     pub before: Vec<Injection>,
     pub after: Vec<Injection>,
+    pub following: Vec<usize>,
     pub role: &'static str,
 }
 
@@ -33,6 +36,7 @@ impl Default for Around {
             events: Vec::new(),
             before: Vec::new(),
             after: Vec::new(),
+            following: Vec::new(),
             role: "user",
         }
     }

@@ -186,6 +186,18 @@ pub enum Why {
     EditedByHost,
     /// The first message, which the host sends before its summary (Roo Code's).
     FirstKept,
+    /// Aider sends each request's parts (system prompt, repo map, files)
+    /// anew: this copy is not the one of the request's, `seq`'s is.
+    AiderResent {
+        seq: Packed<i64>,
+    },
+    /// Aider sends a part of another request: this one has none of its kind.
+    AiderNotPart,
+    /// Aider appends its reminder to the newest message.
+    AiderReminder,
+    /// What Aider no longer keeps in its chat: an answer it dropped (an
+    /// error, an interrupt), the "Ok." after a summary no longer in force.
+    AiderLeft,
 }
 
 /// What a reason's words read of the call it was given at, so that the
@@ -324,6 +336,12 @@ impl Why {
                 "the first message, kept before the summary of {}..{}",
                 stand.from_seq, stand.to_seq
             ),
+            Why::AiderResent { seq } => {
+                format!("Aider sends this part anew with each request: seq {seq} is this one's")
+            }
+            Why::AiderNotPart => "Aider builds this request without a part of its kind".into(),
+            Why::AiderLeft => "Aider no longer keeps this in its chat".into(),
+            Why::AiderReminder => "the newest message: Aider appends its reminder to it".into(),
         }
     }
 }
@@ -378,4 +396,8 @@ pub enum Cut {
     /// Gemini CLI's masking of an old tool output: its first and last 250
     /// characters in the masking tag.
     GeminiMasked,
+    /// The whole, with the text its meta holds under `suffix` after it:
+    /// what the host appended to it for this request alone (Aider's
+    /// reminder after the newest message).
+    Suffix,
 }

@@ -10,6 +10,7 @@
 //! rules' `trim`.
 
 pub mod adaptive;
+pub mod aider;
 pub mod anthropic_compaction;
 pub mod anthropic_context_editing;
 pub mod block;
@@ -75,7 +76,7 @@ const fn design(preset: Preset, project: Project) -> Design {
 }
 
 /// Every preset, in the order `Preset::NAMES` lists them.
-pub const DESIGNS: [Design; 19] = [
+pub const DESIGNS: [Design; 20] = [
     design(Preset::Pipeline, pipeline::project),
     Design {
         cuts: true,
@@ -133,6 +134,11 @@ pub const DESIGNS: [Design; 19] = [
     Design {
         cuts: true,
         ..design(Preset::Roo, roo::project)
+    },
+    // Aider knows nothing of the policy's pins.
+    Design {
+        pins: false,
+        ..design(Preset::Aider, aider::project)
     },
 ];
 

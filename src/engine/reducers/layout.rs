@@ -343,12 +343,20 @@ fn lay_out(
         None => {}
     }
     own(&around.after, &mut head);
+    head.extend(
+        around
+            .following
+            .iter()
+            .filter(|&ix| sent(ix))
+            .map(|&ix| event(ix)),
+    );
     // The tail, placed again from where its events may have moved. It
     // stays where it was after a head of the same length.
     let stays = laid.placed && laid.head == head.len();
     // The events sent around the stand are not in the tail: those that
     // joined or left them moved too.
     let mut aside = around.events.clone();
+    aside.extend(&around.following);
     aside.sort_unstable();
     let mut start = match laid.placed {
         true => ctx
