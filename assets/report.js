@@ -77,7 +77,7 @@
       cell(row, "summary v" + s[0]);
       cell(row, "summary", "status-summary");
       cell(row, tokens.toLocaleString());
-      cell(row, s[3] + (s[3].length < s[4] ? " [" + s[4].toLocaleString() + " characters]" : ""), "text");
+      cell(row, s[3] + (s[4] ? " [" + s[4].toLocaleString() + " characters]" : ""), "text");
     } else if (kind === "p" || kind === "g") {
       cell(row, item[1] + "-" + item[2]);
       cell(row, kind === "p" ? "placeholder" : "made by the engine");
@@ -103,7 +103,10 @@
   // row that shows the rest when clicked.
   function drawGroup(body, d, st, group) {
     const n = group.length;
-    const row = (i) => eventRow(body, d, group[i], st.code[group[i]], st.tokens[group[i]]);
+    // This call's dispositions, kept: the state moves on to other calls.
+    const code = group.map((ix) => st.code[ix]);
+    const tokens = group.map((ix) => st.tokens[ix]);
+    const row = (i) => eventRow(body, d, group[i], code[i], tokens[i]);
     if (n <= 2 * SHOWN + 1) {
       for (let i = 0; i < n; i++) row(i);
       return;
@@ -111,14 +114,14 @@
     for (let i = 0; i < SHOWN; i++) row(i);
     const more = body.insertRow();
     more.className = "more";
-    let tokens = 0;
-    for (let i = SHOWN; i < n - SHOWN; i++) tokens += st.tokens[group[i]];
-    const td = cell(more, (n - 2 * SHOWN).toLocaleString() + " more " + SENT[st.code[group[0]]] +
-      " events (" + tokens.toLocaleString() + " tokens): show them");
+    let hidden = 0;
+    for (let i = SHOWN; i < n - SHOWN; i++) hidden += tokens[i];
+    const td = cell(more, (n - 2 * SHOWN).toLocaleString() + " more " + SENT[code[0]] +
+      " events (" + hidden.toLocaleString() + " tokens): show them");
     td.colSpan = 5;
     more.addEventListener("click", () => {
       const rest = document.createElement("tbody");
-      for (let i = SHOWN; i < n - SHOWN; i++) eventRow(rest, d, group[i], st.code[group[i]], st.tokens[group[i]]);
+      for (let i = SHOWN; i < n - SHOWN; i++) eventRow(rest, d, group[i], code[i], tokens[i]);
       for (const r of Array.from(rest.rows)) body.insertBefore(r, more);
       more.remove();
     });
@@ -203,13 +206,16 @@
         const body = table.tBodies[0];
         const key = (row) => {
           const c = row.cells[column];
-          const v = c.dataset.sort !== undefined ? c.dataset.sort : c.textContent;
-          const n = Number(v);
-          return v !== "" && !Number.isNaN(n) ? n : v.toLowerCase();
+          return c.dataset.sort !== undefined ? c.dataset.sort : c.textContent;
+        };
+        // Numbers as numbers where both are, else text.
+        const compare = (x, y) => {
+          const a = Number(x), b = Number(y);
+          if (x !== "" && y !== "" && !Number.isNaN(a) && !Number.isNaN(b)) return a - b;
+          return x.toLowerCase().localeCompare(y.toLowerCase());
         };
         const rows = Array.from(body.rows).sort((a, b) => {
-          const x = key(a), y = key(b);
-          const order = x < y ? -1 : x > y ? 1 : 0;
+          const order = compare(key(a), key(b));
           return descending ? -order : order;
         });
         for (const row of rows) body.appendChild(row);

@@ -243,8 +243,9 @@ impl Followed {
 }
 
 /// A log of a corpus, opened: the name it goes by where two logs name a
-/// session alike (the file's name, or its path inside the folder given),
-/// its store and what it holds.
+/// session alike (its path as given, or as found under the folder given:
+/// the same in every run with the same arguments), its store and what it
+/// holds.
 pub struct Opened {
     pub name: String,
     pub store: Store,
@@ -261,12 +262,9 @@ pub fn corpus(paths: &[PathBuf]) -> anyhow::Result<Vec<Opened>> {
     let mut files: Vec<(PathBuf, String, bool)> = Vec::new();
     let mut others = 0;
     for path in paths {
-        let name = path.file_name().map_or(path.display().to_string(), |n| {
-            n.to_string_lossy().into_owned()
-        });
         match path.is_dir() && !opens(path) {
-            true => folder(path, path, &mut files, &mut others)?,
-            false => files.push((path.clone(), name, true)),
+            true => folder(path, &mut files, &mut others)?,
+            false => files.push((path.clone(), path.display().to_string(), true)),
         }
     }
     if others > 0 {
@@ -310,13 +308,11 @@ fn opens(path: &Path) -> bool {
     is_log(path) || import::detect(path).is_ok()
 }
 
-/// The logs and transcripts under `dir` (named by their path inside
-/// `top`), sorted, at any depth, counting the other files in `others`; a
+/// The logs and transcripts under `dir` (named by their path), sorted, at any depth, counting the other files in `others`; a
 /// folder beside `X.jsonl` named `X` (Claude Code's subagents and tool
 /// results, imported with the session), hidden files and the files SQLite
 /// keeps beside a log it has open are left aside.
 fn folder(
-    top: &Path,
     dir: &Path,
     out: &mut Vec<(PathBuf, String, bool)>,
     others: &mut usize,
@@ -335,14 +331,10 @@ fn folder(
             continue;
         }
         if opens(&path) {
-            let name = path
-                .strip_prefix(top)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
+            let name = path.display().to_string();
             out.push((path, name, false));
         } else if path.is_dir() {
-            folder(top, &path, out, others)?;
+            folder(&path, out, others)?;
         } else {
             *others += 1;
         }

@@ -5,14 +5,16 @@
 //! cost (the cache rewritten after it, the summarizer's calls, kept with its
 //! summaries or made in a session of their own) and kept out.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
 use super::replay::CallReplay;
+use super::{PolicyChoice, ProjectionCache};
 use crate::engine::Counts;
 use crate::model::{Kind, Log, ModelCall, SessionLog, Usage};
 use crate::policy::CostPolicy;
+use crate::tokens::Encoding;
 
 pub const PRICES_TOML: &str = include_str!("../../assets/prices.toml");
 
@@ -270,18 +272,46 @@ pub struct CompactionCost {
     pub net_saved_usd: f64,
 }
 
+/// A session's cost as `stats` counts it under `choice`: each call that
+/// `replays` holds priced (see `session`; billed as reported where the
+/// choice sends what was recorded), and the calls of `summarizers`, the
+/// sessions that summarized for its compactions.
+pub fn priced(
+    session: &SessionLog,
+    replays: &[CallReplay],
+    summarizers: &[&SessionLog],
+    choice: &PolicyChoice,
+    prices: &Prices,
+    cache: &mut ProjectionCache,
+) -> (Vec<CallCost>, SessionCost) {
+    let policies: HashMap<i64, CostPolicy> = (session
+        .calls
+        .iter()
+        .chain(summarizers.iter().flat_map(|s| &s.calls)))
+    .filter_map(|c| Some((c.id, cache.shared_policy(choice, c).ok()?.cost.clone())))
+    .collect();
+    let policy = |c: &ModelCall| policies.get(&c.id).cloned().unwrap_or_default();
+    let encoding = (session.calls.first())
+        .and_then(|c| cache.shared_policy(choice, c).ok())
+        .map_or(Encoding::default(), |p| p.budget.encoding);
+    let counts = cache.counts(session, encoding);
+    let billed = choice.sends_as_recorded();
+    let (calls, mut total) = self::session(session, replays, &counts, prices, billed, policy);
+    add_summarizers(&mut total, summarizers, prices, policy);
+    (calls, total)
+}
+
 /// Prices every call of `session` that `replays` holds (in call order, as
 /// `replay` gives them), with `counts` for what each call could have sent:
-/// a call of `billed` the provider reported usage for at that usage (what
-/// the recorded context cost; see `billed_calls`), every other from its
-/// projection (what the policy would have sent, as the calibrated counts
-/// say).
+/// with `billed`, a call the provider reported usage for at that usage
+/// (what the recorded context cost), else every call from its projection
+/// (what the policy would have sent, as the calibrated counts say).
 pub fn session(
     session: &SessionLog,
     replays: &[CallReplay],
     counts: &Counts,
     prices: &Prices,
-    billed: &HashSet<i64>,
+    billed: bool,
     policy_of: impl Fn(&ModelCall) -> CostPolicy,
 ) -> (Vec<CallCost>, SessionCost) {
     // Tokens of the history up to each event: what a call saw.
@@ -327,7 +357,7 @@ pub fn session(
             continue;
         };
         session_rates.get_or_insert(rates);
-        let tokens = match Tokens::billed(&call.usage).filter(|_| billed.contains(&call.id)) {
+        let tokens = match Tokens::billed(&call.usage).filter(|_| billed) {
             Some(tokens) => {
                 cost.source = CostSource::Billed;
                 tokens

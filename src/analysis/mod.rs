@@ -13,6 +13,4 @@ pub mod summarize;
 pub mod tune;
 pub mod why;
 
-pub use projection::{
-    PolicyChoice, ProjectionCache, billed_calls, calibration, each_call, project_call,
-};
+pub use projection::{PolicyChoice, ProjectionCache, calibration, each_call, project_call};

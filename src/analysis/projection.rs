@@ -7,7 +7,7 @@
 //! counts, then hands the counts its lines: the fitting itself
 //! (`calibrate`) only does arithmetic on the points gathered here.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -49,6 +49,16 @@ impl PolicyChoice {
     /// Whether the user chose anything, or each call keeps its recorded policy.
     pub fn is_recorded(&self) -> bool {
         self.file.is_none() && self.sets.is_empty() && !self.record
+    }
+
+    /// Whether each call is sent what was recorded: the recorded policies,
+    /// or `--set`s of prices (`cost.*`) alone. The provider's reported usage
+    /// then prices the calls; under any other choice it is what another
+    /// context cost, and every call is priced from its projection.
+    pub fn sends_as_recorded(&self) -> bool {
+        self.file.is_none()
+            && !self.record
+            && (self.sets.iter()).all(|set| set.trim_start().starts_with("cost."))
     }
 }
 
@@ -160,41 +170,6 @@ impl ProjectionCache {
             .insert(key.to_string(), Arc::clone(&policy));
         Ok(policy)
     }
-}
-
-/// The calls of `session` its provider's reported usage prices under
-/// `choice`: every call under the recorded policies; under a policy chosen,
-/// the calls it gives the policy they were recorded under, prices (`[cost]`)
-/// aside, since it sends them what was sent. The others are priced from
-/// their projection.
-pub fn billed_calls(
-    session: &SessionLog,
-    choice: &PolicyChoice,
-    cache: &mut ProjectionCache,
-) -> HashSet<i64> {
-    let recorded = PolicyChoice::default();
-    let mut same: HashMap<Option<&str>, bool> = HashMap::new();
-    let mut out = HashSet::new();
-    for call in &session.calls {
-        let as_sent = choice.is_recorded()
-            || *same.entry(call.policy.as_deref()).or_insert_with(|| {
-                let chosen = cache.shared_policy(choice, call);
-                let sent = cache.shared_policy(&recorded, call);
-                chosen.is_ok_and(|chosen| {
-                    sent.is_ok_and(|sent| {
-                        let priced_alike = Policy {
-                            cost: sent.cost.clone(),
-                            ..Policy::clone(&chosen)
-                        };
-                        priced_alike == *sent
-                    })
-                })
-            });
-        if as_sent {
-            out.insert(call.id);
-        }
-    }
-    out
 }
 
 /// Projects every call of `session` in id order with the summary state carried,

@@ -10,12 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use super::cost::{self, Prices};
 use super::findings::{self, Finding, FindingKind, Needed, Scope};
-use super::replay::CallReplay;
 use super::why::{Fact, kept_throughout};
-use super::{PolicyChoice, ProjectionCache, billed_calls};
-use crate::model::{Log, ModelCall, SessionLog};
-use crate::policy::{CostPolicy, PolicyBuilder};
-use crate::tokens::Encoding;
+use super::{PolicyChoice, ProjectionCache};
+use crate::model::{Log, SessionLog};
+use crate::policy::PolicyBuilder;
 
 /// A key varied over values: `tool_results.keep_turns=1..10` (every
 /// integer from 1 to 10) or `window.max_tokens=50000,100000`.
@@ -39,7 +37,10 @@ impl Vary {
                         .map_err(|_| format!("--vary {text}: {b:?} is not an integer"))
                 };
                 let (from, to) = (bound(from)?, bound(to)?);
-                if to < from || to - from > 10_000 {
+                if to
+                    .checked_sub(from)
+                    .is_none_or(|span| !(0..=10_000).contains(&span))
+                {
                     return Err(format!("--vary {text}: {from}..{to} is no range to try"));
                 }
                 (from..=to).map(|n| n.to_string()).collect()
@@ -263,20 +264,33 @@ type FindingKey = (FindingKind, i64, Vec<i64>);
 /// logs' order. A unit's id is its first session's, or, where another log
 /// has a session of that id too, the log's name (`names`) and the id.
 pub fn units<'a>(logs: &'a [Log], names: &[String]) -> Vec<Unit<'a>> {
-    let mut parent: HashMap<&str, String> = HashMap::new();
+    // The logs holding each session id.
     let mut logs_of: HashMap<&str, Vec<usize>> = HashMap::new();
     for (n, log) in logs.iter().enumerate() {
         for s in &log.sessions {
             logs_of.entry(s.id()).or_default().push(n);
-            if let Some(p) = log.parent_of(s).filter(|p| p != s.id()) {
-                parent.insert(s.id(), p);
-            }
         }
     }
-    let root = |id: &str| {
-        let mut at = id.to_string();
+    // Each session's parent, in its own log, else in the one other log
+    // that has it.
+    let mut parent: HashMap<(usize, &str), (usize, String)> = HashMap::new();
+    for (n, log) in logs.iter().enumerate() {
+        for s in &log.sessions {
+            let Some(p) = log.parent_of(s).filter(|p| p != s.id()) else {
+                continue;
+            };
+            let held = match logs_of.get(p.as_str()).map(Vec::as_slice) {
+                Some(list) if list.contains(&n) => n,
+                Some([one]) => *one,
+                _ => n,
+            };
+            parent.insert((n, s.id()), (held, p));
+        }
+    }
+    let root = |n: usize, id: &str| {
+        let mut at = (n, id.to_string());
         for _ in 0..32 {
-            match parent.get(at.as_str()) {
+            match parent.get(&(at.0, at.1.as_str())) {
                 Some(p) => at = p.clone(),
                 None => break,
             }
@@ -284,16 +298,12 @@ pub fn units<'a>(logs: &'a [Log], names: &[String]) -> Vec<Unit<'a>> {
         at
     };
     let mut units: Vec<Unit<'a>> = Vec::new();
-    let mut at: HashMap<String, usize> = HashMap::new();
+    let mut at: HashMap<(usize, String), usize> = HashMap::new();
     for (n, log) in logs.iter().enumerate() {
         let summarizers = cost::summarizer_sessions(log);
         let summarizes: Vec<usize> = summarizers.values().flatten().copied().collect();
         for (ix, s) in log.sessions.iter().enumerate() {
-            let top = root(s.id());
-            let id = match logs_of.get(top.as_str()).is_some_and(|l| l.len() > 1) {
-                true => format!("{}#{top}", names.get(n).map_or("", String::as_str)),
-                false => top,
-            };
+            let top = root(n, s.id());
             let member = Member {
                 session: s,
                 log: n,
@@ -302,10 +312,17 @@ pub fn units<'a>(logs: &'a [Log], names: &[String]) -> Vec<Unit<'a>> {
                     .collect(),
                 summarizes: summarizes.contains(&ix),
             };
-            match at.get(&id) {
+            match at.get(&top) {
                 Some(&u) => units[u].members.push(member),
                 None => {
-                    at.insert(id.clone(), units.len());
+                    let shared = logs_of.get(top.1.as_str()).is_some_and(|l| l.len() > 1);
+                    let id = match shared {
+                        true => {
+                            format!("{}#{}", names.get(top.0).map_or("", String::as_str), top.1)
+                        }
+                        false => top.1.clone(),
+                    };
+                    at.insert(top, units.len());
                     units.push(Unit {
                         id,
                         members: vec![member],
@@ -385,6 +402,8 @@ impl Caches {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionScore {
     pub session: String,
+    /// The calls of its sessions.
+    pub calls: u64,
     /// Tokens sent, summed over the calls: each as `replay` counts it
     /// (calibrated where the session allows).
     pub tokens: u64,
@@ -449,7 +468,11 @@ pub fn score(
         let found = findings::walk(&scope, cache, |replayed, projected| {
             let sent = replayed.calibrated_tokens.unwrap_or(replayed.total_tokens);
             score.tokens += sent;
+            score.calls += 1;
+            // A summarizer's calls are the host's, made for the session it
+            // served: counted in its tokens, not held to the candidate.
             match projected {
+                _ if m.summarizes => {}
                 Some(p) => {
                     score.over += u64::from(sent > p.budget.usable);
                     let (uses, kept) = prepared.needed[i].at(p);
@@ -464,33 +487,11 @@ pub fn score(
         count_missing(&mut score.added, &now, before);
         count_missing(&mut score.avoided, before, &now);
         if !m.summarizes {
-            score.usd += unit_cost(m, &replays, &choice, cache, prices);
+            let (_, cost) = cost::priced(session, &replays, &m.summarizers, &choice, prices, cache);
+            score.usd += cost.usd;
         }
     }
     score
-}
-
-/// A session's dollars as `stats` counts them under `choice`.
-fn unit_cost(
-    m: &Member,
-    replays: &[CallReplay],
-    choice: &PolicyChoice,
-    cache: &mut ProjectionCache,
-    prices: &Prices,
-) -> f64 {
-    let session = m.session;
-    let policies: HashMap<i64, CostPolicy> = (session.calls.iter())
-        .filter_map(|c| Some((c.id, cache.shared_policy(choice, c).ok()?.cost.clone())))
-        .collect();
-    let policy = |c: &ModelCall| policies.get(&c.id).cloned().unwrap_or_default();
-    let encoding = (session.calls.first())
-        .and_then(|c| cache.shared_policy(choice, c).ok())
-        .map_or(Encoding::default(), |p| p.budget.encoding);
-    let counts = cache.counts(session, encoding);
-    let billed = billed_calls(session, choice, cache);
-    let (_, mut total) = cost::session(session, replays, &counts, prices, &billed, policy);
-    cost::add_summarizers(&mut total, &m.summarizers, prices, policy);
-    total.usd
 }
 
 /// A unit where a candidate did worst: the needed items it lost there.
@@ -584,29 +585,28 @@ impl Candidate {
         }
     }
 
-    /// How many of its sessions were recorded under the policy its file is
-    /// written over (the rest ran another: for them, pass the keys set as
-    /// `--set`).
-    pub fn sessions_on_policy(&self) -> usize {
+    /// How many of its sessions (with calls) were recorded under the policy
+    /// its file is written over, of how many: the rest ran another, and for
+    /// them the keys are passed as `--set`.
+    pub fn sessions_on_policy(&self) -> (usize, usize) {
         let base = base_policy(&self.per_session);
-        (self.per_session.iter())
-            .filter(|s| s.recorded_policy.as_deref() == base)
-            .count()
+        let with_calls = || self.per_session.iter().filter(|s| s.calls > 0);
+        let on = with_calls().filter(|s| s.recorded_policy.as_deref() == base);
+        (on.count(), with_calls().count())
     }
 }
 
-/// The recorded policy most sessions have (the first in order of its text
-/// among as many), none where most have none.
+/// The recorded policy most sessions with calls have (the first in order
+/// of its text among as many); none where none of them has one.
 fn base_policy(sessions: &[SessionScore]) -> Option<&str> {
-    let mut count: BTreeMap<Option<&str>, usize> = BTreeMap::new();
-    for s in sessions {
-        *count.entry(s.recorded_policy.as_deref()).or_default() += 1;
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in sessions.iter().filter(|s| s.calls > 0) {
+        if let Some(policy) = s.recorded_policy.as_deref() {
+            *count.entry(policy).or_default() += 1;
+        }
     }
-    let most = count.values().copied().max().unwrap_or(0);
-    count
-        .into_iter()
-        .find(|(_, n)| *n == most)
-        .and_then(|(p, _)| p)
+    let most = count.values().copied().max()?;
+    count.into_iter().find(|(_, n)| *n == most).map(|(p, _)| p)
 }
 
 /// Which of `n` shards (0-based) session `id` falls in: by a hash of its

@@ -48,6 +48,15 @@ pub fn run(
         String::new(),
     );
     let logs: Vec<&crate::model::Log> = opened.iter().map(|o| &o.log).collect();
+    // Each summarizer session, by (log, session), with the session it served.
+    let counted_in: std::collections::HashMap<(usize, usize), String> = (logs.iter().enumerate())
+        .flat_map(|(n, log)| {
+            let served = crate::analysis::cost::summarizer_sessions(log);
+            served.into_iter().flat_map(move |(parent, ixs)| {
+                ixs.into_iter().map(move |ix| ((n, ix), parent.clone()))
+            })
+        })
+        .collect();
     let sections: Vec<_> = (wanted.par_iter().enumerate())
         .map(|(i, &(n, ix))| {
             let log = logs[n];
@@ -59,6 +68,7 @@ pub fn run(
                 prices: &prices,
                 facts,
                 anchor: format!("s-{}", i + 1),
+                counted_in: counted_in.get(&(n, ix)).cloned(),
             });
             bar.inc(1);
             made

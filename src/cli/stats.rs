@@ -1,7 +1,7 @@
 //! `ctxlens stats LOG`: what a log holds and what it costs in tokens, with
 //! ctxlens's estimates and the provider's reported usage kept apart.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
@@ -10,13 +10,11 @@ use super::{Outcome, print_json};
 use crate::analysis::activity::Activity;
 use crate::analysis::calibrate::{Calibration, Cause};
 use crate::analysis::check::{InFlight, check_log};
-use crate::analysis::cost::{self, CallCost, Prices, SessionCost, dollars};
-use crate::analysis::replay::CallReplay;
+use crate::analysis::cost::{self, CallCost, SessionCost, dollars};
 use crate::analysis::{PolicyChoice, ProjectionCache};
 use crate::display::escape_line;
 use crate::display::thousands;
-use crate::model::{Kind, ModelCall, SessionLog, Text};
-use crate::policy::CostPolicy;
+use crate::model::{Kind, SessionLog, Text};
 use crate::say;
 use crate::tokens::{Encoding, TokenCache};
 
@@ -112,22 +110,16 @@ pub fn run(
         .iter()
         .flat_map(|(parent, ixs)| ixs.iter().map(move |&ix| (ix, parent.as_str())))
         .collect();
-    // Each call's [cost], built once per distinct recorded policy. A policy
-    // the user chose that does not build (a price that is none) stops the
-    // command; a recorded one that does not is priced by the defaults.
-    let mut costs: HashMap<i64, CostPolicy> = HashMap::new();
-    for call in log.sessions.iter().flat_map(|s| &s.calls) {
-        match projections.shared_policy(choice, call) {
-            Ok(policy) => {
-                costs.insert(call.id, policy.cost.clone());
-            }
-            Err(e) if !choice.is_recorded() => {
+    // A policy the user chose that does not build (a price that is none)
+    // stops the command; a recorded one that does not is priced by the
+    // defaults.
+    if !choice.is_recorded() {
+        for call in log.sessions.iter().flat_map(|s| &s.calls) {
+            if let Err(e) = projections.shared_policy(choice, call) {
                 anyhow::bail!("{}: {e}", path.display())
             }
-            Err(_) => {}
         }
     }
-    let policy = |c: &ModelCall| costs.get(&c.id).cloned().unwrap_or_default();
     let sessions: Vec<SessionStats> = log
         .sessions
         .iter()
@@ -151,14 +143,12 @@ pub fn run(
             let found = crate::analysis::findings::walk(&scope, &mut projections, |r, _| {
                 replays.push(r.clone())
             });
-            let mut cost = session_cost(s, &replays, &prices, choice, &mut projections, policy);
-            let served: Vec<&SessionLog> = summarizers
-                .get(s.id())
-                .into_iter()
-                .flatten()
+            let served: Vec<&SessionLog> = (summarizers.get(s.id()).into_iter().flatten())
                 .map(|&ix| &log.sessions[ix])
                 .collect();
-            cost::add_summarizers(&mut cost.session, &served, &prices, policy);
+            let (calls, session) =
+                cost::priced(s, &replays, &served, choice, &prices, &mut projections);
+            let mut cost = Cost { session, calls };
             cost.session.counted_in = counted_in.get(&ix).map(|p| p.to_string());
             SessionStats {
                 findings: crate::analysis::findings::counts(&found),
@@ -190,28 +180,6 @@ pub fn run(
         print_text(&stats);
     }
     Ok(Outcome::Done)
-}
-
-/// Each call's cost and the session's, under the policy chosen (each call's
-/// recorded one by default): billed where the provider reported usage under
-/// the recorded policy, from the projection under a policy chosen.
-fn session_cost(
-    s: &SessionLog,
-    replays: &[CallReplay],
-    prices: &Prices,
-    choice: &PolicyChoice,
-    projections: &mut ProjectionCache,
-    policy: impl Fn(&ModelCall) -> CostPolicy,
-) -> Cost {
-    let encoding = s
-        .calls
-        .first()
-        .and_then(|c| projections.shared_policy(choice, c).ok())
-        .map_or(Encoding::default(), |p| p.budget.encoding);
-    let counts = projections.counts(s, encoding);
-    let billed = crate::analysis::billed_calls(s, choice, projections);
-    let (calls, session) = cost::session(s, replays, &counts, prices, &billed, policy);
-    Cost { session, calls }
 }
 
 fn session_stats(s: &SessionLog, encoding: Encoding, cache: &mut TokenCache) -> SessionStats {

@@ -15,7 +15,7 @@ use crate::analysis::tune::{
 };
 use crate::display::{escape_line, thousands};
 use crate::model::Log;
-use crate::say;
+use crate::{say, say_err};
 
 #[derive(Serialize)]
 struct Report<'a> {
@@ -50,15 +50,30 @@ pub fn run(ask: &Ask) -> anyhow::Result<Outcome> {
     let prefer = (ask.prefer.map(Prefer::parse).transpose())
         .map_err(anyhow::Error::msg)?
         .unwrap_or_default();
+    if ask.merge
+        && (!ask.vary.is_empty()
+            || ask.presets.is_some()
+            || ask.keep.is_some()
+            || ask.shard.is_some())
+    {
+        anyhow::bail!(
+            "--merge combines shards' results as they were made: --vary, --presets, --keep and --shard belong to the runs that made them"
+        );
+    }
     let (mut scored, sessions) = match ask.merge {
         true => merged(ask.paths)?,
         false => tuned(ask)?,
     };
     mark_front(&mut scored);
     let recommended = recommend(&scored, prefer);
-    if let (Some(path), Some(best)) = (ask.output, recommended) {
-        std::fs::write(path, &best.policy)
-            .map_err(|e| anyhow::anyhow!("{}: cannot write the policy: {e}", path.display()))?;
+    match (ask.output, recommended) {
+        (Some(path), Some(best)) => std::fs::write(path, &best.policy)
+            .map_err(|e| anyhow::anyhow!("{}: cannot write the policy: {e}", path.display()))?,
+        (Some(path), None) => say_err!(
+            "ctxlens: no candidate runs every session without overflowing a call: {} not written",
+            path.display()
+        ),
+        _ => {}
     }
     if ask.as_json {
         print_json(&Report {
@@ -81,6 +96,7 @@ pub fn run(ask: &Ask) -> anyhow::Result<Outcome> {
 fn merged(paths: &[PathBuf]) -> anyhow::Result<(Vec<Candidate>, usize)> {
     #[derive(serde::Deserialize)]
     struct Part {
+        shard: Option<String>,
         candidates: Vec<PartCandidate>,
     }
     #[derive(serde::Deserialize)]
@@ -90,6 +106,7 @@ fn merged(paths: &[PathBuf]) -> anyhow::Result<(Vec<Candidate>, usize)> {
     }
     let mut sets: Vec<Vec<String>> = Vec::new();
     let mut scores: Vec<Vec<SessionScore>> = Vec::new();
+    let mut shards: Vec<(u64, u64)> = Vec::new();
     for path in paths {
         let text = crate::files::read_text(path, crate::files::SMALL, "a tune result")
             .map_err(|e| anyhow::anyhow!("{}: cannot read it: {e}", path.display()))?;
@@ -99,6 +116,20 @@ fn merged(paths: &[PathBuf]) -> anyhow::Result<(Vec<Candidate>, usize)> {
                 path.display()
             )
         })?;
+        let shard = part
+            .shard
+            .as_deref()
+            .map(parse_shard)
+            .transpose()
+            .ok()
+            .flatten();
+        let Some(shard) = shard else {
+            anyhow::bail!(
+                "{}: not a shard's result (made without --shard K/N): there is nothing to merge it with",
+                path.display()
+            );
+        };
+        shards.push(shard);
         for c in part.candidates {
             match sets.iter().position(|s| *s == c.set) {
                 Some(at) => scores[at].extend(c.per_session),
@@ -108,6 +139,20 @@ fn merged(paths: &[PathBuf]) -> anyhow::Result<(Vec<Candidate>, usize)> {
                 }
             }
         }
+    }
+    // Every shard of one count, each once.
+    let n = shards.first().map_or(0, |s| s.1);
+    shards.sort_unstable();
+    let whole: Vec<(u64, u64)> = (0..n).map(|k| (k, n)).collect();
+    if shards != whole {
+        let have: Vec<String> = shards
+            .iter()
+            .map(|(k, n)| format!("{}/{n}", k + 1))
+            .collect();
+        anyhow::bail!(
+            "the results are shards {} : merge each of 1/{n} to {n}/{n} once",
+            have.join(", ")
+        );
     }
     for list in &mut scores {
         list.sort_by(|a, b| a.session.cmp(&b.session));
@@ -170,6 +215,16 @@ fn tuned(ask: &Ask) -> anyhow::Result<(Vec<Candidate>, usize)> {
     let units: Vec<_> = (units(&logs, &names).into_iter())
         .filter(|u| shard.is_none_or(|(k, n)| shard_of(&u.id, n) == k))
         .collect();
+    if units.is_empty() && shard.is_none() {
+        anyhow::bail!(
+            "{}: no session to tune on",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let prices = crate::config::prices()?;
     let candidates = candidates(&presets, &vary, ask.samples, ask.seed);
     let bar = crate::display::progress(
@@ -299,10 +354,10 @@ fn print(scored: &[Candidate], best: Option<&Candidate>, sessions: usize, output
             }
         );
     }
-    let on = best.sessions_on_policy();
-    if on < sessions && !best.set.is_empty() {
+    let (on, of) = best.sessions_on_policy();
+    if on < of && !best.set.is_empty() {
         say!(
-            "  the policy file is written over the recorded policy of {on} of {sessions} sessions; for the others, pass --set {}",
+            "  the policy file is written over the recorded policy of {on} of {of} sessions; for the others, pass --set {}",
             escape_line(&best.set.join(" --set "))
         );
     }

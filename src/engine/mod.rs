@@ -345,7 +345,9 @@ pub struct State {
     pub in_use: Option<i64>,
     /// Presets that summarize a span: the span compacted so far.
     pub split: Option<Span>,
-    /// Whether that compaction was automatic (opencode then sends its continue message).
+    /// Whether that compaction was automatic (opencode then sends its
+    /// continue message), not the host's at its marker (gemini-cli then
+    /// measures the next call by its estimate).
     pub auto: bool,
     /// Text made for the split, kept while the split holds (executive's state).
     pub made: Option<(Span, String)>,

@@ -51,7 +51,11 @@ pub fn page(title: &str, sections: &[Section]) -> String {
 /// column (the script sorts by each cell's `data-sort`).
 fn fleet(h: &mut String, sections: &[Section]) {
     let rows: Vec<&Row> = sections.iter().map(|s| &s.row).collect();
-    let usd: f64 = rows.iter().map(|r| r.usd).sum();
+    // A summarizer's cost is in the session it served.
+    let usd: f64 = (rows.iter())
+        .filter(|r| r.counted_in.is_none())
+        .map(|r| r.usd)
+        .sum();
     let breaks: f64 = rows.iter().map(|r| r.cache_break_usd).sum();
     let calls: usize = rows.iter().map(|r| r.calls).sum();
     let compactions: usize = rows.iter().map(|r| r.compactions).sum();
@@ -93,7 +97,10 @@ fn fleet(h: &mut String, sections: &[Section]) {
             h,
             "<td data-sort=\"{}\">{}</td><td data-sort=\"{}\">{}</td><td class=\"worst\">{}</td></tr>",
             r.usd,
-            dollars(r.usd),
+            match &r.counted_in {
+                None => dollars(r.usd),
+                Some(parent) => format!("{} (in {})", dollars(r.usd), escape(parent)),
+            },
             r.cache_break_usd,
             dollars(r.cache_break_usd),
             escape(&r.worst)

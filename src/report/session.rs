@@ -14,10 +14,10 @@ use crate::analysis::cost::{self, Prices, SessionCost, dollars};
 use crate::analysis::findings::{self, Finding, FindingKind, Scope};
 use crate::analysis::replay::{CallReplay, Compaction, paired};
 use crate::analysis::why::{Fact, Trace, trace_with};
-use crate::analysis::{PolicyChoice, ProjectionCache, billed_calls};
+use crate::analysis::{PolicyChoice, ProjectionCache};
 use crate::display::thousands;
 use crate::engine::{ItemRef, Projected, Status};
-use crate::model::{Kind, Log, ModelCall, SessionLog, Text};
+use crate::model::{Kind, Log, SessionLog, Text};
 use crate::policy::PolicyBuilder;
 use crate::tokens::Encoding;
 
@@ -32,6 +32,9 @@ pub struct Ask<'a> {
     pub facts: &'a [String],
     /// The section's anchor in the page.
     pub anchor: String,
+    /// The session whose compactions this one's calls summarized for: its
+    /// cost is counted there (as `stats` counts it), not in the totals again.
+    pub counted_in: Option<String>,
 }
 
 /// A session's row in the fleet table.
@@ -47,6 +50,8 @@ pub struct Row {
     pub cache_break_usd: f64,
     /// The finding that lost the most tokens, in words.
     pub worst: String,
+    /// Where its cost is counted, when in another session's.
+    pub counted_in: Option<String>,
 }
 
 /// A section, and its row.
@@ -131,6 +136,7 @@ pub fn section(ask: &Ask) -> Section {
             .map_or(String::new(), |f| {
                 format!("call {}: {}", f.call, first_line(&f.message))
             }),
+        counted_in: ask.counted_in.clone(),
     };
     let mut html = String::new();
     let h = &mut html;
@@ -207,17 +213,11 @@ fn model(session: &SessionLog) -> String {
 
 fn session_cost(ask: &Ask, replays: &[CallReplay], cache: &mut ProjectionCache) -> SessionCost {
     let session = ask.session;
-    let policy = |c: &ModelCall| (ask.choice.for_call(c)).map(|p| p.cost).unwrap_or_default();
-    let encoding = encoding(session, ask.choice, cache);
-    let counts = cache.counts(session, encoding);
-    let billed = billed_calls(session, ask.choice, cache);
-    let (_, mut total) = cost::session(session, replays, &counts, ask.prices, &billed, policy);
     let summarizers = cost::summarizer_sessions(ask.log);
     let served: Vec<&SessionLog> = (summarizers.get(session.id()).into_iter().flatten())
         .map(|&ix| &ask.log.sessions[ix])
         .collect();
-    cost::add_summarizers(&mut total, &served, ask.prices, policy);
-    total
+    cost::priced(session, replays, &served, ask.choice, ask.prices, cache).1
 }
 
 /// The encoding the session's first call is counted in under `choice`.
@@ -238,7 +238,7 @@ fn facts(h: &mut String, ask: &Ask, row: &Row, replays: &[CallReplay], cost: &Se
     let sent: u64 = (replays.iter())
         .map(|r| r.calibrated_tokens.unwrap_or(r.total_tokens))
         .sum();
-    let priced = match cost.billed_calls + cost.estimated_calls {
+    let mut priced = match cost.billed_calls + cost.estimated_calls {
         0 => "unknown (no model priced)".to_string(),
         _ => format!(
             "{} ({} calls billed as reported, {} estimated from the projection; prices of {})",
@@ -248,6 +248,20 @@ fn facts(h: &mut String, ask: &Ask, row: &Row, replays: &[CallReplay], cost: &Se
             cost.prices_as_of
         ),
     };
+    if let Some(parent) = &ask.counted_in {
+        priced.push_str(&format!(
+            "; its calls summarized for session {parent}, whose compaction cost counts them"
+        ));
+    }
+    // Where the transcript was, by its name alone: a shared page holds no
+    // local paths.
+    let mut state = ask.activity.explain();
+    if let Some(path) = &ask.activity.imported_from {
+        let name = std::path::Path::new(path)
+            .file_name()
+            .map(|n| n.to_string_lossy());
+        state = state.replace(path.as_str(), &name.unwrap_or_default());
+    }
     let title = session.session.title.as_deref().unwrap_or("");
     let rows = [
         ("title", title.to_string()),
@@ -257,7 +271,7 @@ fn facts(h: &mut String, ask: &Ask, row: &Row, replays: &[CallReplay], cost: &Se
         ("tokens sent", thousands(sent)),
         ("time", duration),
         ("cost", priced),
-        ("state", ask.activity.explain()),
+        ("state", state),
     ];
     h.push_str("<dl class=\"facts\">");
     for (name, value) in rows.iter().filter(|(_, v)| !v.is_empty()) {
@@ -480,19 +494,9 @@ fn policy_toml(session: &SessionLog, choice: &PolicyChoice) -> String {
         }
         return builder.overrides_toml();
     }
-    let mut builder = PolicyBuilder::new();
-    if let Some(call) = session.calls.iter().min_by_key(|c| c.id)
-        && let Some(recorded) = &call.policy
-    {
-        builder = builder
-            .clone()
-            .recorded(call.id, recorded)
-            .unwrap_or(builder);
-    }
-    for set in &choice.sets {
-        builder = builder.clone().set(set).unwrap_or(builder);
-    }
-    match builder.overrides_toml() {
+    let first = session.calls.iter().min_by_key(|c| c.id);
+    let recorded = first.and_then(|c| c.policy.as_deref());
+    match crate::analysis::tune::policy_file(&choice.sets, recorded) {
         text if text.trim().is_empty() => "# the defaults: no key set\n".into(),
         text => text,
     }

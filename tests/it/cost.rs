@@ -21,14 +21,9 @@ fn replays(log: &SessionLog) -> (Vec<CallReplay>, std::sync::Arc<ctxlens::engine
 
 fn priced(log: &SessionLog, policy: CostPolicy) -> (Vec<cost::CallCost>, cost::SessionCost) {
     let (calls, counts) = replays(log);
-    cost::session(
-        log,
-        &calls,
-        &counts,
-        &Prices::shipped(),
-        &every_call(log),
-        |_| policy.clone(),
-    )
+    cost::session(log, &calls, &counts, &Prices::shipped(), true, |_| {
+        policy.clone()
+    })
 }
 
 #[test]
@@ -639,9 +634,4 @@ fn real_claude_code_sessions_cost_what_their_usage_gives_by_hand() {
             assert!((session(&stats, main)["cost"]["usd"].as_f64().unwrap() - usd).abs() < 1e-9);
         }
     }
-}
-
-/// Every call of `log`: all priced at their reported usage where they have it.
-pub fn every_call(log: &SessionLog) -> std::collections::HashSet<i64> {
-    log.calls.iter().map(|c| c.id).collect()
 }

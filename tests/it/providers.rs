@@ -390,14 +390,9 @@ fn the_compaction_iterations_of_a_call_are_counted_in_its_cost() {
         let choice = ctxlens::analysis::PolicyChoice::default();
         ctxlens::analysis::replay::replay_session(log, &choice, &mut cache, &mut calls);
         let counts = cache.counts(log, ctxlens::tokens::Encoding::default());
-        cost::session(
-            log,
-            &calls,
-            &counts,
-            &Prices::shipped(),
-            &crate::cost::every_call(log),
-            |_| CostPolicy::default(),
-        )
+        cost::session(log, &calls, &counts, &Prices::shipped(), true, |_| {
+            CostPolicy::default()
+        })
         .1
     };
     let without = priced(&b.log);

@@ -292,3 +292,26 @@ fn the_page_renders_in_chromium() {
         "no screenshot"
     );
 }
+
+/// The fleet's total is `stats`': a summarizer session's calls are counted
+/// in the session it served, not again.
+#[test]
+fn the_fleet_total_counts_a_summarizer_once() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let src = fixture("claude-code/cost/0c05e5e0-0000-4000-8000-000000000001.jsonl");
+    let (html, _) = report(dir.path(), &[&src], &[]);
+    assert!(
+        select(&html, "section.session").len() >= 2,
+        "the session and its summarizer"
+    );
+    let stats = json(dir.path(), "stats", &src);
+    let usd = ctxlens::analysis::cost::dollars(stats["total_usd"].as_f64().unwrap());
+    let totals: String = select(&html, "p.totals")
+        .iter()
+        .flat_map(|p| p.text())
+        .collect();
+    assert!(
+        totals.contains(&format!("{usd} in all")),
+        "{totals} against {usd}"
+    );
+}

@@ -260,7 +260,9 @@ fn four_shards_through_gnu_parallel_merge_into_one_runs_result() {
         .output()
         .unwrap();
     assert_eq!(merged_twice.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&merged_twice.stderr).contains("is in two of the results"));
+    assert!(
+        String::from_utf8_lossy(&merged_twice.stderr).contains("merge each of 1/4 to 4/4 once")
+    );
 }
 
 /// A fact to keep (`--keep`): only a candidate that keeps it at every call
@@ -534,5 +536,72 @@ fn each_presets_defaults_are_a_candidate() {
             "preset=\"pipeline\"".to_string(),
             format!("tool_results.keep_turns={defaults}")
         ]]
+    );
+}
+
+/// Candidates that send the same contexts cost the same, the one equal to
+/// the recorded policy too: every candidate is priced from its projection.
+#[test]
+fn candidates_sending_alike_cost_alike() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-code/findings.jsonl");
+    let defaults = ctxlens::policy::PolicyBuilder::new()
+        .build()
+        .unwrap()
+        .tool_results
+        .keep_turns;
+    // The claude-code preset reads no tool_results keys.
+    let vary = format!("tool_results.keep_turns={},{}", defaults, defaults + 1);
+    let args = [src.display().to_string(), "--vary".into(), vary];
+    let tuned = json_in(dir.path(), "tune", &args);
+    let costs: Vec<(u64, f64)> = (tuned["candidates"].as_array().unwrap().iter())
+        .map(|c| (c["tokens"].as_u64().unwrap(), c["usd"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(costs.len(), 2);
+    assert_eq!(costs[0], costs[1], "{tuned}");
+    assert!(costs[0].1 > 0.0);
+}
+
+/// A merge takes every shard of one run once: a missing shard, or a result
+/// made without --shard, is refused; and a range too wide to try is too.
+#[test]
+fn a_merge_needs_every_shard_once() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-sessions/two-sessions.db");
+    let part = |shard: Option<&str>| {
+        let mut args = vec![
+            sample.display().to_string(),
+            "--vary".into(),
+            "tool_results.keep_turns=1,2".into(),
+        ];
+        if let Some(shard) = shard {
+            args.extend(["--shard".into(), shard.into()]);
+        }
+        let out = dir
+            .path()
+            .join(format!("{}.json", shard.unwrap_or("all").replace('/', "-")));
+        std::fs::write(&out, json_in(dir.path(), "tune", &args).to_string()).unwrap();
+        out
+    };
+    let (one, two, all) = (part(Some("1/2")), part(Some("2/2")), part(None));
+    let merge = |files: &[&Path]| {
+        assert_cmd::Command::cargo_bin("ctxlens")
+            .unwrap()
+            .arg("tune")
+            .arg("--merge")
+            .args(files)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(merge(&[&one, &two]).status.code(), Some(0));
+    let missing = merge(&[&one]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("merge each of 1/2 to 2/2 once"));
+    let whole = merge(&[&one, &all]);
+    assert_eq!(whole.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&whole.stderr).contains("not a shard's result"));
+    assert!(
+        Vary::parse("tool_results.keep_turns=-9223372036854775808..9223372036854775807").is_err()
     );
 }

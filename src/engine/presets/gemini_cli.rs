@@ -62,9 +62,9 @@ pub fn project<'a>(
     {
         state.split = Some(span);
         state.cut = Arc::new(cut);
-        if marker.is_none() {
-            state.marker = None;
-        }
+        // Its own compression, not the host's at its marker (which stays
+        // followed: a marker is followed once).
+        state.auto = marker.is_none();
     }
     ctx.before_summary = ctx.raw_total();
     // The call before's slots stand before the first event the summary
@@ -160,7 +160,7 @@ fn over(ctx: &Context, budget: &Budget, policy: &Policy, state: &State) -> bool 
     let Some(previous) = state.previous_call.and_then(|id| ctx.session.call(id)) else {
         return false;
     };
-    let own_compression = state.split.is_some() && state.marker.is_none();
+    let own_compression = state.split.is_some() && state.auto;
     let prompt = match previous.usage.input_tokens {
         Some(input) if !own_compression => input.max(0) as u64,
         _ => budget.provider(state.previous_total),

@@ -11,7 +11,7 @@ use crate::analysis::cost::{self, Prices};
 use crate::analysis::findings::{Finding, Scope, of_session};
 use crate::analysis::replay::{CallReplay, paired, strip};
 use crate::analysis::{PolicyChoice, ProjectionCache};
-use crate::model::{Log, ModelCall, SessionLog};
+use crate::model::{Log, SessionLog};
 
 /// A request to replay a session's calls for the metrics strip.
 pub struct MetricsJob {
@@ -142,28 +142,19 @@ impl App {
         let log = Arc::clone(&self.log);
         let session = &log.sessions[self.session];
         self.compactions = paired(session, &self.metrics);
-        let encoding = self
-            .view
-            .as_ref()
-            .map_or(Default::default(), |v| v.policy.budget.encoding);
-        let counts = self.cache.counts(session, encoding);
-        let choice = &self.choice;
-        let billed = crate::analysis::billed_calls(session, choice, &mut self.cache);
-        let policy = |call: &ModelCall| choice.for_call(call).map(|p| p.cost).unwrap_or_default();
-        let (calls, mut total) = cost::session(
-            session,
-            &self.metrics,
-            &counts,
-            &self.prices,
-            &billed,
-            policy,
-        );
         // The sessions whose calls summarized for this one's compactions.
         let summarizers = cost::summarizer_sessions(&log);
         let served: Vec<&SessionLog> = (summarizers.get(session.id()).into_iter().flatten())
             .map(|&ix| &log.sessions[ix])
             .collect();
-        cost::add_summarizers(&mut total, &served, &self.prices, policy);
+        let (calls, total) = cost::priced(
+            session,
+            &self.metrics,
+            &served,
+            &self.choice,
+            &self.prices,
+            &mut self.cache,
+        );
         self.cost = Some((calls, total));
     }
 
