@@ -54,7 +54,7 @@ pub fn project<'a>(
     let why = Why::Truncated {
         limit: limit.into(),
     };
-    apply_dropped(&mut ctx, state.dropped, why, carry);
+    apply_dropped(&mut ctx, state.dropped, why);
     if state.dropped.is_some() {
         // The first answer's first text, as Cline sends it once it
         // truncated (the log's text for it, where it has one).
@@ -195,15 +195,10 @@ pub(super) fn meta_of(event: &Event) -> serde_json::Value {
         .unwrap_or_default()
 }
 
-/// What `span` left out of the applied so far (kept in the carry, so only
-/// what it gained is made again).
-#[derive(Clone, Debug, Default)]
-struct Applied(Option<Span>);
-
 /// Leaves out every event of `dropped` (the span the host left out) that
 /// is still sent, but a tool call whose result is sent after it; a tool
 /// call whose result is left out goes with it.
-pub(super) fn apply_dropped(ctx: &mut Context, dropped: Option<Span>, why: Why, carry: &mut Carry) {
+pub(super) fn apply_dropped(ctx: &mut Context, dropped: Option<Span>, why: Why) {
     let n = ctx.events.len();
     let range = |span: Option<Span>| {
         span.map_or(0..0, |s| {
@@ -211,16 +206,11 @@ pub(super) fn apply_dropped(ctx: &mut Context, dropped: Option<Span>, why: Why, 
             from..ctx.events.partition_point(|e| e.seq <= s.to_seq)
         })
     };
+    // Every event under the span, at every call alike: what else moved
+    // since the call before (a condense's first message kept, the cover)
+    // can change what the settled ones are sent as.
     let now = range(dropped);
-    let before = carry.own::<Applied>().0;
-    // The settled events under the span the call before applied keep what
-    // it gave them; the rest (and all, from scratch) are made here.
-    let done = match before == dropped {
-        true => now.end.min(ctx.settled),
-        false => now.start,
-    };
-    carry.own::<Applied>().0 = dropped;
-    for ix in done.max(now.start)..now.end {
+    for ix in now.clone() {
         let event = &ctx.events[ix];
         // Markers are left to `drop_markers`, at every call alike.
         if ctx.slots[ix].status != Status::Verbatim || event.kind == Kind::Compaction {

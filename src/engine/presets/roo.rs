@@ -92,7 +92,7 @@ pub fn project<'a>(
     let why = Why::Truncated {
         limit: allowed.into(),
     };
-    apply_dropped(&mut ctx, state.dropped, why, carry);
+    apply_dropped(&mut ctx, state.dropped, why);
     drop_markers(&mut ctx);
     ctx
 }
