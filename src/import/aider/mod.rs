@@ -42,9 +42,12 @@ pub fn looks_like(text: &str) -> bool {
     history::looks_like(text) || chat::looks_like(text)
 }
 
-/// Whether a folder holds Aider's histories (in it, or in projects under it).
+/// Whether `dir` is an Aider project: Aider's histories in it. (`import
+/// aider DIR` also looks for projects in the folders under it; a folder
+/// that only holds some deeper down is not told to be Aider's, so a folder
+/// of many tools' transcripts is not read as Aider's alone.)
 pub fn is_folder(dir: &Path) -> bool {
-    !projects_in(dir).is_empty()
+    dir.join(LLM_HISTORY).is_file() || dir.join(CHAT_HISTORY).is_file()
 }
 
 /// One project's histories.
