@@ -149,6 +149,35 @@ fn roo_codes_condense_is_a_summary_keeping_the_first_message_and_the_last_three(
 }
 
 #[test]
+fn roo_codes_sliding_window_hides_half_and_replays_as_the_record() {
+    let dir = TempDir::new().unwrap();
+    // Auto-condense off: over what is allowed, Roo Code tagged the oldest
+    // messages with `truncationParent` and wrote a marker, three times.
+    let log = import("roo", &fixture("roo/truncated"), &dir);
+    let loaded = Store::open(&log).unwrap().load().unwrap();
+    let session = &loaded.sessions[0];
+    assert_eq!(session.calls.len(), 18, "one call per api_req_started");
+    let markers: Vec<_> = (session.events.iter())
+        .filter(|e| e.kind == Kind::Compaction)
+        .collect();
+    assert_eq!(markers.len(), 3);
+    assert!(markers[0].content.get().contains("sliding window"));
+    assert!(session.summaries.is_empty());
+    // The recorded policy has auto-condense off: Roo Code slid its window.
+    let policy: Value = serde_json::from_str(session.calls[0].policy.as_deref().unwrap()).unwrap();
+    assert_eq!(policy["roo"]["auto_condense"], false, "{policy}");
+    for sets in [&[][..], &["trigger.on_request=false"][..]] {
+        let r = replay(&log, sets);
+        assert_eq!(r["diverging"], 0, "{sets:?}: {}", r["calls"]);
+        assert_eq!(
+            compactions(&r),
+            [10, 14, 18].map(|c| (Some(c), Some(c))),
+            "{sets:?}"
+        );
+    }
+}
+
+#[test]
 fn a_task_folder_its_files_and_a_folder_of_tasks_open_directly() {
     let dir = TempDir::new().unwrap();
     for src in [
