@@ -149,6 +149,38 @@ fn roo_codes_condense_is_a_summary_keeping_the_first_message_and_the_last_three(
 }
 
 #[test]
+fn clines_auto_condense_leaves_out_all_but_the_first_exchange_and_the_summary() {
+    let dir = TempDir::new().unwrap();
+    // useAutoCondense: past 75% of the window Cline asked for a summary
+    // (sent whole), the model called summarize_task, and from the next
+    // request on messages 2 to 17 (through that call) were left out.
+    let log = import("cline", &fixture("cline/condensed"), &dir);
+    ctxlens().arg("check").arg(&log).assert().success();
+    let loaded = Store::open(&log).unwrap().load().unwrap();
+    let session = &loaded.sessions[0];
+    assert_eq!(session.calls.len(), 13, "one call per api_req_started");
+    let markers: Vec<_> = (session.events.iter())
+        .filter(|e| e.kind == Kind::Compaction)
+        .collect();
+    assert_eq!(markers.len(), 1);
+    // The summary, as the summarizeTask ui message records it.
+    assert!(markers[0].content.get().contains("summarize_task"));
+    assert!(markers[0].content.get().contains("Pending Tasks"));
+    let call = (session.events.iter())
+        .position(|e| e.kind == Kind::ToolCall && e.tool_name.as_deref() == Some("summarize_task"))
+        .expect("the summary's tool call");
+    assert!(session.partner_of(call).is_some(), "paired with its result");
+    let policy: Value = serde_json::from_str(session.calls[0].policy.as_deref().unwrap()).unwrap();
+    assert_eq!(policy["cline"]["auto_condense"], true, "{policy}");
+    assert_eq!(policy["budget"]["context_window"], 200_000, "{policy}");
+    for sets in [&[][..], &["trigger.on_request=false"][..]] {
+        let r = replay(&log, sets);
+        assert_eq!(r["diverging"], 0, "{sets:?}: {}", r["calls"]);
+        assert_eq!(compactions(&r), [(Some(10), Some(10))], "{sets:?}");
+    }
+}
+
+#[test]
 fn roo_codes_sliding_window_hides_half_and_replays_as_the_record() {
     let dir = TempDir::new().unwrap();
     // Auto-condense off: over what is allowed, Roo Code tagged the oldest
