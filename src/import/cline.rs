@@ -408,7 +408,12 @@ impl Built {
         };
         match host {
             Host::Cline => built.cline(task, requests),
-            Host::Roo => built.roo(task, requests),
+            Host::Roo => {
+                built.roo(task, requests);
+                if built.compactions.is_empty() {
+                    built.roo_deleted(task, requests, warnings);
+                }
+            }
         }
         built.compactions.sort_by_key(|c| c.call);
         built
@@ -496,6 +501,23 @@ impl Built {
                 range: None,
                 condensed: None,
             });
+        }
+    }
+
+    /// Older Roo Code's sliding window deleted what it hid (from the second
+    /// message on) and kept no record of it: a task whose first answer is
+    /// written after the second request was asked lost its head so, and
+    /// the requests before its first message kept are not known.
+    fn roo_deleted(&self, task: &Task, requests: &Requests, warnings: &mut Vec<String>) {
+        let first_answer = task.history.get(1).and_then(|m| m["ts"].as_i64());
+        let second_request = requests.calls.get(1).map(|c| c.ts);
+        if let (Some(answer), Some(asked)) = (first_answer, second_request)
+            && answer > asked
+        {
+            warnings.push(format!(
+                "{}: the messages after the first were deleted (older Roo Code's sliding window keeps no record of them); the requests sent with them are not known",
+                task.dir.join(HISTORY).display(),
+            ));
         }
     }
 

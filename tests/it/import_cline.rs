@@ -210,6 +210,47 @@ fn roo_codes_sliding_window_hides_half_and_replays_as_the_record() {
 }
 
 #[test]
+fn a_head_older_roo_codes_sliding_window_deleted_is_named() {
+    let dir = TempDir::new().unwrap();
+    let src = fixture("roo/truncated");
+    let read = |name: &str| -> Vec<Value> {
+        serde_json::from_slice(&std::fs::read(src.join(name)).unwrap()).unwrap()
+    };
+    let import_warnings = |task: &Path| {
+        let out = ctxlens()
+            .args(["import", "roo"])
+            .arg(task)
+            .arg("-o")
+            .arg(dir.path().join("x.db"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(!import_warnings(&src).contains("deleted"));
+    // The same task as older Roo Code left it: what it hid deleted, no marker.
+    let task = dir.path().join("task");
+    std::fs::create_dir_all(&task).unwrap();
+    let history: Vec<Value> = (read("api_conversation_history.json").into_iter())
+        .filter(|m| m["truncationParent"].is_null() && m["isTruncationMarker"].is_null())
+        .collect();
+    let ui: Vec<Value> = (read("ui_messages.json").into_iter())
+        .filter(|m| m["say"] != "sliding_window_truncation")
+        .collect();
+    let write = |name: &str, v: &Vec<Value>| {
+        std::fs::write(task.join(name), serde_json::to_string(v).unwrap()).unwrap()
+    };
+    write("api_conversation_history.json", &history);
+    write("ui_messages.json", &ui);
+    let err = import_warnings(&task);
+    assert!(err.contains("api_conversation_history.json"), "{err}");
+    assert!(
+        err.contains("the messages after the first were deleted"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_task_folder_its_files_and_a_folder_of_tasks_open_directly() {
     let dir = TempDir::new().unwrap();
     for src in [
