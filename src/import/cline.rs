@@ -478,8 +478,24 @@ impl Built {
             let told = told
                 .filter(|(_, told)| told.is_none() || told.as_deref() == id)
                 .map(|(call, _)| *call);
+            // Without the ui's word, a truncation marker stands where the
+            // messages it hid end, long before Roo Code wrote it: its request
+            // is the first after those messages (and after the compaction
+            // before) whose tokens fell.
+            let after = self.compactions.last().map_or(0, |c| c.call + 1);
+            let fell = |from: usize| {
+                let total = |k: usize| total_tokens(&requests.calls[k].info);
+                (from.max(after).max(1)..requests.calls.len())
+                    .find(|&k| total(k) > 0 && total(k) < total(k - 1))
+            };
             let call = told
-                .or_else(|| call_at(s + if is_summary { N_MESSAGES_TO_KEEP } else { 1 }))
+                .or_else(|| {
+                    let from = call_at(s + if is_summary { N_MESSAGES_TO_KEEP } else { 1 })?;
+                    match is_summary {
+                        true => Some(from),
+                        false => fell(from).or(Some(from)),
+                    }
+                })
                 .unwrap_or(self.request.len());
             let gone = if is_summary {
                 Gone::Summarized(s)

@@ -207,6 +207,27 @@ fn roo_codes_sliding_window_hides_half_and_replays_as_the_record() {
             "{sets:?}"
         );
     }
+    // Without its ui messages a marker stands where the messages it hid
+    // end: its request is the first after them whose tokens fell.
+    let task = dir.path().join("task");
+    std::fs::create_dir_all(&task).unwrap();
+    let src = fixture("roo/truncated");
+    let ui: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(src.join("ui_messages.json")).unwrap()).unwrap();
+    let ui: Vec<&Value> = (ui.iter())
+        .filter(|m| m["say"] != "sliding_window_truncation")
+        .collect();
+    std::fs::write(
+        task.join("ui_messages.json"),
+        serde_json::to_string(&ui).unwrap(),
+    )
+    .unwrap();
+    let history = src.join("api_conversation_history.json");
+    std::fs::copy(history, task.join("api_conversation_history.json")).unwrap();
+    let log = import("roo", &task, &dir);
+    let r = replay(&log, &[]);
+    assert_eq!(r["diverging"], 0, "{}", r["calls"]);
+    assert_eq!(compactions(&r), [10, 14, 18].map(|c| (Some(c), Some(c))));
 }
 
 #[test]
