@@ -347,7 +347,8 @@ pub struct State {
     pub split: Option<Span>,
     /// Whether that compaction was automatic (opencode then sends its
     /// continue message), not the host's at its marker (gemini-cli then
-    /// measures the next call by its estimate).
+    /// measures the next call by its estimate); cline: a summary asked for
+    /// at the call before.
     pub auto: bool,
     /// Text made for the split, kept while the split holds (executive's state).
     pub made: Option<(Span, String)>,

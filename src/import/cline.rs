@@ -234,11 +234,13 @@ struct Call {
 
 /// The task's requests, and what Roo Code's ui says of its compactions:
 /// each condense (at the request it came before) with its summary and id,
-/// each sliding-window truncation with its id.
+/// each sliding-window truncation with its id; and Cline's summaries
+/// (its `summarizeTask` tool messages), at the request that wrote them.
 struct Requests {
     calls: Vec<Call>,
     condensed: Vec<(usize, Option<String>)>,
     truncated: Vec<(usize, Option<String>)>,
+    summaries: Vec<(usize, String)>,
 }
 
 impl Requests {
@@ -248,6 +250,7 @@ impl Requests {
             calls: Vec::new(),
             condensed: Vec::new(),
             truncated: Vec::new(),
+            summaries: Vec::new(),
         };
         let range_of = |m: &Value| -> Option<(i64, i64)> {
             let r = m["conversationHistoryDeletedRange"].as_array()?;
@@ -267,6 +270,16 @@ impl Requests {
                         .as_str()
                         .map(str::to_string);
                     out.condensed.push((call, id));
+                    continue;
+                }
+                Some("tool") if m["partial"] != true => {
+                    let tool = m["text"]
+                        .as_str()
+                        .and_then(|t| serde_json::from_str::<Value>(t).ok());
+                    if let Some(tool) = tool.filter(|t| t["tool"] == "summarizeTask") {
+                        let call = out.calls.len().saturating_sub(1);
+                        out.summaries.push((call, text_of(&tool["content"])));
+                    }
                     continue;
                 }
                 Some("sliding_window_truncation") => {
@@ -334,6 +347,8 @@ struct Compaction {
     summary: Option<usize>,
     /// Cline's range, for the marker's words.
     range: Option<(i64, i64)>,
+    /// Cline's `summarize_task` summary, where the range grew past one.
+    condensed: Option<String>,
 }
 
 /// What the task's files say, worked out before writing: which message
@@ -392,23 +407,38 @@ impl Built {
             compactions: Vec::new(),
         };
         match host {
-            Host::Cline => built.cline(requests),
-            Host::Roo => built.roo(task, requests),
+            Host::Cline => built.cline(task, requests),
+            Host::Roo => {
+                built.roo(task, requests);
+                if built.compactions.is_empty() {
+                    built.roo_deleted(task, requests, warnings);
+                }
+            }
         }
         built.compactions.sort_by_key(|c| c.call);
         built
     }
 
-    /// Cline: each request left out its deleted range; where it changed, a compaction.
-    fn cline(&mut self, requests: &Requests) {
+    /// Cline: each request left out its deleted range; where it changed, a
+    /// compaction. A range that ends on the model's `summarize_task` call
+    /// (its summary the result kept after it) is an auto-condense.
+    fn cline(&mut self, task: &Task, requests: &Requests) {
         let mut before: Option<(i64, i64)> = None;
         for (k, call) in requests.calls.iter().enumerate() {
             let range = call.range.filter(|&(from, to)| to >= from && from >= 0);
             if range.is_some() && range != before {
+                let condensed = range.and_then(|(_, to)| {
+                    let asked = usize::try_from(to)
+                        .ok()
+                        .and_then(|to| task.history.get(to))?;
+                    let told = requests.summaries.iter().rev().find(|s| s.0 < k);
+                    summarized(asked).map(|own| told.map_or(own, |s| s.1.clone()))
+                });
                 self.compactions.push(Compaction {
                     call: k,
                     summary: None,
                     range,
+                    condensed,
                 });
             }
             if let Some((from, to)) = range {
@@ -448,8 +478,24 @@ impl Built {
             let told = told
                 .filter(|(_, told)| told.is_none() || told.as_deref() == id)
                 .map(|(call, _)| *call);
+            // Without the ui's word, a truncation marker stands where the
+            // messages it hid end, long before Roo Code wrote it: its request
+            // is the first after those messages (and after the compaction
+            // before) whose tokens fell.
+            let after = self.compactions.last().map_or(0, |c| c.call + 1);
+            let fell = |from: usize| {
+                let total = |k: usize| total_tokens(&requests.calls[k].info);
+                (from.max(after).max(1)..requests.calls.len())
+                    .find(|&k| total(k) > 0 && total(k) < total(k - 1))
+            };
             let call = told
-                .or_else(|| call_at(s + if is_summary { N_MESSAGES_TO_KEEP } else { 1 }))
+                .or_else(|| {
+                    let from = call_at(s + if is_summary { N_MESSAGES_TO_KEEP } else { 1 })?;
+                    match is_summary {
+                        true => Some(from),
+                        false => fell(from).or(Some(from)),
+                    }
+                })
                 .unwrap_or(self.request.len());
             let gone = if is_summary {
                 Gone::Summarized(s)
@@ -469,7 +515,25 @@ impl Built {
                 call,
                 summary: is_summary.then_some(s),
                 range: None,
+                condensed: None,
             });
+        }
+    }
+
+    /// Older Roo Code's sliding window deleted what it hid (from the second
+    /// message on) and kept no record of it: a task whose first answer is
+    /// written after the second request was asked lost its head so, and
+    /// the requests before its first message kept are not known.
+    fn roo_deleted(&self, task: &Task, requests: &Requests, warnings: &mut Vec<String>) {
+        let first_answer = task.history.get(1).and_then(|m| m["ts"].as_i64());
+        let second_request = requests.calls.get(1).map(|c| c.ts);
+        if let (Some(answer), Some(asked)) = (first_answer, second_request)
+            && answer > asked
+        {
+            warnings.push(format!(
+                "{}: the messages after the first were deleted (older Roo Code's sliding window keeps no record of them); the requests sent with them are not known",
+                task.dir.join(HISTORY).display(),
+            ));
         }
     }
 
@@ -483,8 +547,7 @@ impl Built {
     ) {
         let history = &task.history;
         let window = window_of(requests, &self, host);
-        draft.policy =
-            Some(json!({"preset": host.name(), "budget": {"context_window": window}}).to_string());
+        draft.policy = Some(policy_of(&self, host, window).to_string());
         let file = task.dir.join(HISTORY);
         // Each message's events, and each of its blocks' event.
         let mut spans: Vec<Option<(i64, i64)>> = vec![None; history.len()];
@@ -734,6 +797,15 @@ fn marker(
             meta["keep_first"] = json!(spans[0].map_or(0, |(a, b)| b - a + 1));
             format!("{} condensed the conversation", host_words(host))
         }
+        (None, Some((from, to))) if c.condensed.is_some() => {
+            let summary = c.condensed.clone().unwrap_or_default();
+            meta["range"] = json!([from, to]);
+            meta["summary"] = json!(summary);
+            format!(
+                "{} condensed the conversation (summarize_task), leaving messages {from} to {to} out of its requests:\n\n{summary}",
+                host_words(host)
+            )
+        }
         (None, Some((from, to))) => {
             meta["range"] = json!([from, to]);
             format!(
@@ -787,6 +859,45 @@ fn summary(
     at
 }
 
+/// The summary of Cline's `summarize_task` call in `message` (an answer):
+/// the `context` of its tool call, native or written as XML.
+fn summarized(message: &Value) -> Option<String> {
+    if message["role"] != "assistant" {
+        return None;
+    }
+    let blocks = message["content"].as_array()?;
+    blocks.iter().find_map(|b| match b["type"].as_str() {
+        Some("tool_use") if b["name"] == "summarize_task" => Some(text_of(&b["input"]["context"])),
+        Some("text") => {
+            let text = b["text"].as_str()?;
+            let (_, args) = xml_call(text, "summarize_task")?;
+            Some(args["context"].as_str().unwrap_or_default().to_string())
+        }
+        _ => None,
+    })
+}
+
+/// The policy the task's calls record: the host's preset, the window, and
+/// what its compactions show of its settings. Roo Code slides its window
+/// only with auto-condense off (or every condense failing): a task it
+/// truncated and never condensed ran without it. Cline's `summarize_task`
+/// runs only with auto-condense on.
+fn policy_of(built: &Built, host: Host, window: u64) -> Value {
+    let mut policy = json!({"preset": host.name(), "budget": {"context_window": window}});
+    let summarized = built.compactions.iter().any(|c| c.summary.is_some());
+    let truncated = built.compactions.iter().any(|c| c.summary.is_none());
+    match host {
+        Host::Roo if truncated && !summarized => {
+            policy["roo"] = json!({"auto_condense": false});
+        }
+        Host::Cline if built.compactions.iter().any(|c| c.condensed.is_some()) => {
+            policy["cline"] = json!({"auto_condense": true});
+        }
+        _ => {}
+    }
+    policy
+}
+
 /// The context window the task ran in, for the recorded policy: Roo Code
 /// and Cline do not record it. Cline's own truncations bound it: the
 /// largest of the usual windows whose largest request (`max_allowed_size`)
@@ -798,7 +909,8 @@ fn window_of(requests: &Requests, built: &Built, host: Host) -> u64 {
     let triggers = built
         .compactions
         .iter()
-        .filter(|c| host == Host::Cline && c.call > 0)
+        // A condense comes at a share of the window, not at the limit.
+        .filter(|c| host == Host::Cline && c.call > 0 && c.condensed.is_none())
         .map(|c| total(c.call - 1))
         .filter(|&t| t > 0)
         .min();

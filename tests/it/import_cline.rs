@@ -149,6 +149,129 @@ fn roo_codes_condense_is_a_summary_keeping_the_first_message_and_the_last_three(
 }
 
 #[test]
+fn clines_auto_condense_leaves_out_all_but_the_first_exchange_and_the_summary() {
+    let dir = TempDir::new().unwrap();
+    // useAutoCondense: past 75% of the window Cline asked for a summary
+    // (sent whole), the model called summarize_task, and from the next
+    // request on messages 2 to 17 (through that call) were left out.
+    let log = import("cline", &fixture("cline/condensed"), &dir);
+    ctxlens().arg("check").arg(&log).assert().success();
+    let loaded = Store::open(&log).unwrap().load().unwrap();
+    let session = &loaded.sessions[0];
+    assert_eq!(session.calls.len(), 13, "one call per api_req_started");
+    let markers: Vec<_> = (session.events.iter())
+        .filter(|e| e.kind == Kind::Compaction)
+        .collect();
+    assert_eq!(markers.len(), 1);
+    // The summary, as the summarizeTask ui message records it.
+    assert!(markers[0].content.get().contains("summarize_task"));
+    assert!(markers[0].content.get().contains("Pending Tasks"));
+    let call = (session.events.iter())
+        .position(|e| e.kind == Kind::ToolCall && e.tool_name.as_deref() == Some("summarize_task"))
+        .expect("the summary's tool call");
+    assert!(session.partner_of(call).is_some(), "paired with its result");
+    let policy: Value = serde_json::from_str(session.calls[0].policy.as_deref().unwrap()).unwrap();
+    assert_eq!(policy["cline"]["auto_condense"], true, "{policy}");
+    assert_eq!(policy["budget"]["context_window"], 200_000, "{policy}");
+    for sets in [&[][..], &["trigger.on_request=false"][..]] {
+        let r = replay(&log, sets);
+        assert_eq!(r["diverging"], 0, "{sets:?}: {}", r["calls"]);
+        assert_eq!(compactions(&r), [(Some(10), Some(10))], "{sets:?}");
+    }
+}
+
+#[test]
+fn roo_codes_sliding_window_hides_half_and_replays_as_the_record() {
+    let dir = TempDir::new().unwrap();
+    // Auto-condense off: over what is allowed, Roo Code tagged the oldest
+    // messages with `truncationParent` and wrote a marker, three times.
+    let log = import("roo", &fixture("roo/truncated"), &dir);
+    let loaded = Store::open(&log).unwrap().load().unwrap();
+    let session = &loaded.sessions[0];
+    assert_eq!(session.calls.len(), 18, "one call per api_req_started");
+    let markers: Vec<_> = (session.events.iter())
+        .filter(|e| e.kind == Kind::Compaction)
+        .collect();
+    assert_eq!(markers.len(), 3);
+    assert!(markers[0].content.get().contains("sliding window"));
+    assert!(session.summaries.is_empty());
+    // The recorded policy has auto-condense off: Roo Code slid its window.
+    let policy: Value = serde_json::from_str(session.calls[0].policy.as_deref().unwrap()).unwrap();
+    assert_eq!(policy["roo"]["auto_condense"], false, "{policy}");
+    for sets in [&[][..], &["trigger.on_request=false"][..]] {
+        let r = replay(&log, sets);
+        assert_eq!(r["diverging"], 0, "{sets:?}: {}", r["calls"]);
+        assert_eq!(
+            compactions(&r),
+            [10, 14, 18].map(|c| (Some(c), Some(c))),
+            "{sets:?}"
+        );
+    }
+    // Without its ui messages a marker stands where the messages it hid
+    // end: its request is the first after them whose tokens fell.
+    let task = dir.path().join("task");
+    std::fs::create_dir_all(&task).unwrap();
+    let src = fixture("roo/truncated");
+    let ui: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(src.join("ui_messages.json")).unwrap()).unwrap();
+    let ui: Vec<&Value> = (ui.iter())
+        .filter(|m| m["say"] != "sliding_window_truncation")
+        .collect();
+    std::fs::write(
+        task.join("ui_messages.json"),
+        serde_json::to_string(&ui).unwrap(),
+    )
+    .unwrap();
+    let history = src.join("api_conversation_history.json");
+    std::fs::copy(history, task.join("api_conversation_history.json")).unwrap();
+    let log = import("roo", &task, &dir);
+    let r = replay(&log, &[]);
+    assert_eq!(r["diverging"], 0, "{}", r["calls"]);
+    assert_eq!(compactions(&r), [10, 14, 18].map(|c| (Some(c), Some(c))));
+}
+
+#[test]
+fn a_head_older_roo_codes_sliding_window_deleted_is_named() {
+    let dir = TempDir::new().unwrap();
+    let src = fixture("roo/truncated");
+    let read = |name: &str| -> Vec<Value> {
+        serde_json::from_slice(&std::fs::read(src.join(name)).unwrap()).unwrap()
+    };
+    let import_warnings = |task: &Path| {
+        let out = ctxlens()
+            .args(["import", "roo"])
+            .arg(task)
+            .arg("-o")
+            .arg(dir.path().join("x.db"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(!import_warnings(&src).contains("deleted"));
+    // The same task as older Roo Code left it: what it hid deleted, no marker.
+    let task = dir.path().join("task");
+    std::fs::create_dir_all(&task).unwrap();
+    let history: Vec<Value> = (read("api_conversation_history.json").into_iter())
+        .filter(|m| m["truncationParent"].is_null() && m["isTruncationMarker"].is_null())
+        .collect();
+    let ui: Vec<Value> = (read("ui_messages.json").into_iter())
+        .filter(|m| m["say"] != "sliding_window_truncation")
+        .collect();
+    let write = |name: &str, v: &Vec<Value>| {
+        std::fs::write(task.join(name), serde_json::to_string(v).unwrap()).unwrap()
+    };
+    write("api_conversation_history.json", &history);
+    write("ui_messages.json", &ui);
+    let err = import_warnings(&task);
+    assert!(err.contains("api_conversation_history.json"), "{err}");
+    assert!(
+        err.contains("the messages after the first were deleted"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_task_folder_its_files_and_a_folder_of_tasks_open_directly() {
     let dir = TempDir::new().unwrap();
     for src in [

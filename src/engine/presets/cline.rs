@@ -3,7 +3,12 @@
 //! `context-window-utils.ts`).
 //!
 //! Before a request, when the previous request's tokens reach the limit
-//! (`Policy::cline_threshold`), Cline leaves messages out of what it sends:
+//! (`Policy::cline_threshold`), Cline leaves messages out of what it sends
+//! (with auto-condense, it first asks the model to summarize, sending the
+//! whole history once more; from the request after that answer, cline/cline
+//! `src/core/task/tools/handlers/SummarizeTaskHandler.ts` and the task's
+//! `currentlySummarizing`, everything after the first exchange up to the
+//! summary's call is left out):
 //! from the third message (the task and its first answer stay) half of the
 //! rest, or three quarters, ending on an answer (`next_truncation_range`);
 //! what it left out stays out, and the first answer's text is sent as its
@@ -32,14 +37,22 @@ pub fn project<'a>(
     let limit = policy.cline_threshold();
     let followed = follow(&ctx, state, policy, fired, carry.seen);
     let mut notice = None;
-    if !followed
-        && let Some(total) = previous_total(&ctx, budget, state)
-        && total >= limit
-    {
-        let keep = match c.auto_condense {
-            true => Keep::None,
-            false => Keep::for_total(total, limit),
-        };
+    // With auto-condense, `state.auto` holds that the model was asked to
+    // summarize at the call before: that request was sent whole, and its
+    // summary's result is the first message sent after what goes now.
+    let summarized = std::mem::take(&mut state.auto);
+    let total = previous_total(&ctx, budget, state);
+    let keep = match (c.auto_condense, total) {
+        _ if followed => None,
+        (true, _) if summarized => Some(Keep::None),
+        (true, Some(total)) if total >= limit => {
+            state.auto = true;
+            None
+        }
+        (false, Some(total)) if total >= limit => Some(Keep::for_total(total, limit)),
+        _ => None,
+    };
+    if let Some(keep) = keep {
         let messages = messages(&ctx);
         if let Some(span) = next_span(&ctx, &messages, state.dropped, keep) {
             fired.push(if c.auto_condense {
