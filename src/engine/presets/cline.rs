@@ -67,7 +67,7 @@ pub fn project<'a>(
     let why = Why::Truncated {
         limit: limit.into(),
     };
-    apply_dropped(&mut ctx, state.dropped, why);
+    apply_dropped(&mut ctx, state.dropped, why, carry);
     if state.dropped.is_some() {
         // The first answer's first text, as Cline sends it once it
         // truncated (the log's text for it, where it has one).
@@ -211,7 +211,12 @@ pub(super) fn meta_of(event: &Event) -> serde_json::Value {
 /// Leaves out every event of `dropped` (the span the host left out) that
 /// is still sent, but a tool call whose result is sent after it; a tool
 /// call whose result is left out goes with it.
-pub(super) fn apply_dropped(ctx: &mut Context, dropped: Option<Span>, why: Why) {
+/// The span left out at the call before (kept in the carry): where it
+/// moved back, its events are made again.
+#[derive(Clone, Debug, Default)]
+struct Applied(Option<Span>);
+
+pub(super) fn apply_dropped(ctx: &mut Context, dropped: Option<Span>, why: Why, carry: &mut Carry) {
     let n = ctx.events.len();
     let range = |span: Option<Span>| {
         span.map_or(0..0, |s| {
@@ -223,14 +228,24 @@ pub(super) fn apply_dropped(ctx: &mut Context, dropped: Option<Span>, why: Why) 
     // since the call before (a condense's first message kept, the cover)
     // can change what the settled ones are sent as.
     let now = range(dropped);
+    let before = std::mem::replace(&mut carry.own::<Applied>().0, dropped);
+    if before != dropped {
+        let back: Vec<usize> = range(before).filter(|ix| !now.contains(ix)).collect();
+        let back = ctx.with_partners(back);
+        ctx.redo_at(&back);
+    }
     for ix in now.clone() {
         let event = &ctx.events[ix];
+        let partner = ctx.session.partner_of(ix).filter(|&p| p < n);
+        let answered_after = event.kind == Kind::ToolCall && partner.is_some_and(|p| p >= now.end);
+        // A call left out before its result was seen is sent with it now.
+        if answered_after && ctx.slots[ix].reducer == Some(ReducerName::Truncation) {
+            ctx.redo_at(&[ix]);
+        }
         // Markers are left to `drop_markers`, at every call alike.
         if ctx.slots[ix].status != Status::Verbatim || event.kind == Kind::Compaction {
             continue;
         }
-        let partner = ctx.session.partner_of(ix).filter(|&p| p < n);
-        let answered_after = event.kind == Kind::ToolCall && partner.is_some_and(|p| p >= now.end);
         if answered_after {
             continue;
         }

@@ -92,7 +92,7 @@ pub fn project<'a>(
     let why = Why::Truncated {
         limit: allowed.into(),
     };
-    apply_dropped(&mut ctx, state.dropped, why);
+    apply_dropped(&mut ctx, state.dropped, why, carry);
     drop_markers(&mut ctx);
     ctx
 }
