@@ -327,7 +327,10 @@ fn folder(
         let aside = name.is_some_and(|n| {
             n.starts_with('.') || ["-wal", "-shm", "-journal"].iter().any(|s| n.ends_with(s))
         });
-        if aside || (path.is_dir() && path.with_extension("jsonl").is_file()) {
+        // A link to a folder is not followed: it may loop, or lead to what
+        // the walk reads elsewhere.
+        let linked_folder = path.is_symlink() && path.is_dir();
+        if aside || linked_folder || (path.is_dir() && path.with_extension("jsonl").is_file()) {
             continue;
         }
         if opens(&path) {

@@ -623,7 +623,7 @@ impl Built {
             let request = self.request[k];
             let last = (0..=request.min(history.len().saturating_sub(1)))
                 .rev()
-                .find_map(|i| spans[i].map(|s| s.1))
+                .find_map(|i| spans.get(i).copied().flatten().map(|s| s.1))
                 .unwrap_or(0)
                 .max(
                     markers
@@ -791,7 +791,7 @@ fn marker(
             // The span summarized ends at the last message before the summary.
             let end = (0..s)
                 .rev()
-                .find_map(|i| spans[i].map(|s| s.1))
+                .find_map(|i| spans.get(i).copied().flatten().map(|s| s.1))
                 .unwrap_or(0);
             meta["summary_end"] = json!(back(end));
             meta["keep_first"] = json!(spans[0].map_or(0, |(a, b)| b - a + 1));
@@ -850,7 +850,7 @@ fn summary(
     let _ = built;
     let end = (0..s)
         .rev()
-        .find_map(|i| spans[i].map(|s| s.1))
+        .find_map(|i| spans.get(i).copied().flatten().map(|s| s.1))
         .unwrap_or(1);
     let at = draft.summary(end, text, ts, Some("roo condense".into()));
     let kept: Vec<i64> = spans[0].map(|(a, b)| (a..=b).collect()).unwrap_or_default();
@@ -927,10 +927,11 @@ fn window_of(requests: &Requests, built: &Built, host: Host) -> u64 {
 
 /// What the agents count of a request: tokens in and out, cache writes and reads.
 pub fn total_tokens(info: &Value) -> u64 {
+    // Saturating: a hostile count near u64::MAX must not wrap.
     ["tokensIn", "tokensOut", "cacheWrites", "cacheReads"]
         .iter()
         .filter_map(|k| info[k].as_u64())
-        .sum()
+        .fold(0, u64::saturating_add)
 }
 
 /// A request's usage: the agents keep Anthropic's counts (input apart from

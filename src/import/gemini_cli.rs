@@ -230,9 +230,11 @@ fn replay_lines(lines: &[(usize, Value)]) -> (Value, Vec<Item>) {
     let mut at: HashMap<String, usize> = HashMap::new();
     for (_, line) in lines {
         if let Some(id) = line["$rewindTo"].as_str() {
-            let cut = at.get(id).copied().unwrap_or(0);
-            items.truncate(cut);
-            at.retain(|_, &mut ix| ix < cut);
+            // A rewind to a message the file never had is left aside.
+            if let Some(&cut) = at.get(id) {
+                items.truncate(cut);
+                at.retain(|_, &mut ix| ix < cut);
+            }
         } else if let Some(id) = line["id"].as_str() {
             match at.get(id) {
                 Some(&ix) => {
@@ -527,7 +529,7 @@ fn gemini_message(
     // A prompt that fell to under half: a compression the file does not say.
     if let (Some(now), Some(before)) = (usage.input_tokens, p.prompt)
         && !p.marked
-        && now * 2 < before
+        && now.saturating_mul(2) < before
         && before - now >= INFERRED_DROP
     {
         let position = p.response_end.max(1);

@@ -465,3 +465,48 @@ fn the_presets_round_trip_through_policy() {
         .assert()
         .code(2);
 }
+
+/// Hostile task files end in an error or an import, never a panic: a
+/// token count near u64::MAX, an empty history beside requests.
+#[test]
+fn hostile_tasks_do_not_panic() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let copy = |from: &str, to: &str| {
+        let to = dir.path().join(to);
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(fixtures.join(from)).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+        to
+    };
+    let huge = copy("cline/resumed", "huge");
+    let ui = huge.join("ui_messages.json");
+    let text = std::fs::read_to_string(&ui).unwrap();
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let started = (value.as_array_mut().unwrap().iter_mut())
+        .find(|m| m["say"] == "api_req_started")
+        .unwrap();
+    started["text"] = serde_json::json!(r#"{"tokensIn": 18446744073709551615, "tokensOut": 1}"#);
+    std::fs::write(&ui, value.to_string()).unwrap();
+    let empty = copy("roo/condensed", "empty");
+    std::fs::write(empty.join("api_conversation_history.json"), "[]").unwrap();
+    for (format, src) in [("cline", &huge), ("roo", &empty)] {
+        let out = assert_cmd::Command::cargo_bin("ctxlens")
+            .unwrap()
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .args(["import", format])
+            .arg(src)
+            .arg("-o")
+            .arg(dir.path().join(format!("{format}.db")))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(0 | 2)),
+            "{format}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{format}: {stderr}");
+    }
+}

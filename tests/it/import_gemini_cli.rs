@@ -334,3 +334,57 @@ fn bad_input_is_named_and_the_rest_imported() {
         .unwrap();
     assert_eq!(run.status.code(), Some(2));
 }
+
+/// A prompt count past i64::MAX and a rewind to a message the file never
+/// had: the session imports whole, no panic.
+#[test]
+fn hostile_counts_and_rewinds_import() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let huge = dir.path().join("huge.json");
+    std::fs::write(
+        &huge,
+        r#"{"sessionId":"x","projectHash":"p","messages":[{"type":"user","content":"a"},{"type":"gemini","content":"b","tokens":{"input":5}},{"type":"user","content":"c"},{"type":"gemini","content":"d","tokens":{"input":9223372036854775808}}]}"#,
+    )
+    .unwrap();
+    let lines =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "tests/fixtures/gemini-cli/tmp/cli/chats/session-2026-05-22T14-00-d98cf9e7.jsonl",
+        ))
+        .unwrap();
+    let rewound = dir.path().join("rewound.jsonl");
+    std::fs::write(&rewound, format!("{lines}{{\"$rewindTo\":\"nowhere\"}}\n")).unwrap();
+    let events = |src: &Path| {
+        let out = dir.path().join("out.db");
+        let _ = std::fs::remove_file(&out);
+        let run = assert_cmd::Command::cargo_bin("ctxlens")
+            .unwrap()
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .args(["import", "gemini-cli"])
+            .arg(src)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout).to_string();
+        assert_eq!(
+            run.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        stdout
+    };
+    assert!(events(&huge).contains("2 model calls"));
+    let original = dir.path().join("original.jsonl");
+    std::fs::write(&original, &lines).unwrap();
+    let count = |s: String| {
+        s.split(" events")
+            .next()
+            .unwrap()
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(count(events(&rewound)), count(events(&original)));
+}
