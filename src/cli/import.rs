@@ -15,8 +15,17 @@ pub fn run(format: Format, src: &Path, out: &Path) -> anyhow::Result<Outcome> {
         0 => String::new(),
         n => format!(" ({n} tool calls or results that did not pair kept, as said above)"),
     };
+    let unmapped = match report.unmapped.is_empty() {
+        true => String::new(),
+        false => {
+            let parts: Vec<String> = (report.unmapped.iter())
+                .map(|(what, n)| format!("{n} {what}"))
+                .collect();
+            format!("; not mapped: {}", parts.join(", "))
+        }
+    };
     say!(
-        "imported {} {}: {} sessions, {} events, {} summaries, {} model calls into {}{anomalies}",
+        "imported {} {}: {} sessions, {} events, {} summaries, {} model calls into {}{anomalies}{unmapped}",
         format.name(),
         src.display(),
         report.sessions,

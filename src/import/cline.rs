@@ -600,6 +600,11 @@ impl Built {
                 }
                 _ => {
                     draft.unmapped("message of no known role");
+                    warnings.push(format!(
+                        "{} (message {}): not a message of a known role; left out",
+                        file.display(),
+                        i + 1
+                    ));
                 }
             }
             if draft.last() > from {

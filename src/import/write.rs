@@ -158,6 +158,9 @@ impl Import {
     fn write_into(mut self, mut w: Writer) -> anyhow::Result<WriteReport> {
         let mut report = WriteReport::default();
         for draft in &mut self.sessions {
+            for (what, n) in &draft.unmapped {
+                *report.unmapped.entry(what.clone()).or_default() += n.as_u64().unwrap_or(0);
+            }
             if !draft.unmapped.is_empty() {
                 let mut meta: Map<String, Value> = draft
                     .session
@@ -359,6 +362,9 @@ pub struct WriteReport {
     /// `Draft::settle_pairs`); each is one of `warnings`.
     pub anomalies: usize,
     pub warnings: Vec<String>,
+    /// What the transcripts held that could not be mapped, by what, summed
+    /// over the sessions (each session's meta keeps its own).
+    pub unmapped: std::collections::BTreeMap<String, u64>,
 }
 
 /// Inside a draft, seqs are positions (1-based) until written; these map them.

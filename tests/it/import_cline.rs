@@ -510,3 +510,47 @@ fn hostile_tasks_do_not_panic() {
         assert!(!stderr.contains("panicked"), "{format}: {stderr}");
     }
 }
+
+/// An entry of the history that is not a message is named, the rest
+/// imported, and the summary line counts what was not mapped.
+#[test]
+fn an_entry_that_is_no_message_is_named_and_counted() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let task = dir.path().join("task");
+    std::fs::create_dir_all(&task).unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cline/resumed");
+    for name in ["api_conversation_history.json", "ui_messages.json"] {
+        std::fs::copy(from.join(name), task.join(name)).unwrap();
+    }
+    let file = task.join("api_conversation_history.json");
+    let mut history: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let list = history.as_array_mut().unwrap();
+    list.insert(2, serde_json::json!(42));
+    list.insert(3, serde_json::json!({"role": "wizard", "content": "x"}));
+    std::fs::write(&file, history.to_string()).unwrap();
+    let out = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .args(["import", "cline"])
+        .arg(&task)
+        .arg("-o")
+        .arg(dir.path().join("out.db"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("(message 3): not a message of a known role"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("(message 4): not a message of a known role"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.ends_with("; not mapped: 2 message of no known role\n"),
+        "{stdout}"
+    );
+}
