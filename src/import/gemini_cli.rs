@@ -52,8 +52,9 @@ pub fn read(src: &Path, import: &mut Import) -> anyhow::Result<()> {
     }
     let mut seen = HashSet::new();
     for file in files {
+        // Its errors name the file already.
         if let Err(e) = read_file(&file, import, &mut seen, false) {
-            import.warn_file(&file, format!("{e:#}; skipped"));
+            import.warnings.push(format!("{e:#}; skipped"));
         }
     }
     Ok(())
@@ -149,6 +150,10 @@ fn read_file(
             src.display()
         ),
         Ok(_) => Ok(()),
+        // A document (`.json`) that does not parse is broken, not lines.
+        Err(e) if src.extension().is_some_and(|x| x == "json") => {
+            bail!("{}: not valid JSON: {e}", src.display())
+        }
         Err(_) => {
             let lines = json_lines(src, import)?;
             let Some(header) = lines.iter().map(|l| &l.1).find(|v| is_header(v)) else {

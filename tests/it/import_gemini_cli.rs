@@ -388,3 +388,31 @@ fn hostile_counts_and_rewinds_import() {
     };
     assert_eq!(count(events(&rewound)), count(events(&original)));
 }
+
+/// A session document cut short is said to be broken JSON, where it broke.
+#[test]
+fn a_document_cut_short_is_named_as_broken_json() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let chats = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "tests/fixtures/gemini-cli/tmp/5eb97eaffa8e54844d59a44d0c1a399d7e11eff9b0dbdc4f65d4ab7faecd90e1/chats",
+    );
+    let text = std::fs::read(chats.join("session-2025-10-02T10-00-3bacc8a0.json")).unwrap();
+    let cut = dir.path().join("session-cut.json");
+    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .args(["import", "gemini-cli"])
+        .arg(&cut)
+        .arg("-o")
+        .arg(dir.path().join("out.db"))
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("session-cut.json: not valid JSON: EOF"),
+        "{stderr}"
+    );
+}
