@@ -63,10 +63,11 @@ pub struct Section {
 /// The most characters of text a session's data keeps in all: an event's
 /// text is cut to its share (between the bounds below), its size shown.
 const TEXT_BUDGET: usize = 1_000_000;
-/// The most findings of a kind listed (those that wasted most).
-const FINDINGS_SHOWN: usize = 50;
 const TEXT_MIN: usize = 12;
 const TEXT_MAX: usize = 2_000;
+
+/// The most findings of a kind listed (those that wasted most).
+const FINDINGS_SHOWN: usize = 50;
 
 pub fn section(ask: &Ask) -> Section {
     let session = ask.session;
