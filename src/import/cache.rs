@@ -37,7 +37,8 @@ pub fn cache_path(src: &Path) -> anyhow::Result<PathBuf> {
 /// followed into a folder: a link back up would never end.
 fn stamp(path: &Path, hasher: &mut impl std::hash::Hasher) -> anyhow::Result<()> {
     use std::hash::Hash;
-    let own = std::fs::symlink_metadata(path)?;
+    let own = std::fs::symlink_metadata(path)
+        .map_err(|e| anyhow::anyhow!("{}: cannot read it: {e}", path.display()))?;
     let meta = if own.file_type().is_symlink() {
         match std::fs::metadata(path) {
             Ok(target) if !target.is_dir() => target,
@@ -49,7 +50,8 @@ fn stamp(path: &Path, hasher: &mut impl std::hash::Hasher) -> anyhow::Result<()>
     meta.len().hash(hasher);
     meta.modified().ok().hash(hasher);
     if meta.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| anyhow::anyhow!("{}: cannot read the folder: {e}", path.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .collect();
         entries.sort();

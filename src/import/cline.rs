@@ -131,7 +131,8 @@ pub fn read(src: &Path, import: &mut Import, host: Host) -> anyhow::Result<()> {
         match Task::load(&dir, import) {
             Ok(task) => task.read(import, host),
             Err(e) if one => return Err(e),
-            Err(e) => import.warn_file(&dir, format!("{e:#}; skipped")),
+            // Its error names the file already.
+            Err(e) => import.warnings.push(format!("{e:#}; skipped")),
         }
     }
     Ok(())
@@ -170,8 +171,9 @@ impl Task {
             if !path.is_file() {
                 return Value::Null;
             }
+            // Its error names the file already.
             json_file(&path).unwrap_or_else(|e| {
-                import.warn_file(&path, format!("{e:#}; left out"));
+                import.warnings.push(format!("{e:#}; left out"));
                 Value::Null
             })
         };
