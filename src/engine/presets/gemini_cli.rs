@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::Cleared;
+use super::{Cleared, newest_marker};
 use crate::engine::context::{Context, Cut, Slot, Why};
 use crate::engine::reducers::{Cover, applicable, apply_cover};
 use crate::engine::split::take_cover;
@@ -134,22 +134,6 @@ fn changed<'s>(a: &'s [i64], b: &'s [i64]) -> impl Iterator<Item = i64> + 's {
             .filter(move |s| y.binary_search(s).is_err())
     };
     only(a, b).chain(only(b, a))
-}
-
-/// The newest `compaction` marker since the call before (`/compress`), not
-/// yet followed, while the policy honours markers.
-fn newest_marker(ctx: &Context, state: &State, policy: &Policy, seen: usize) -> Option<usize> {
-    if !policy.trigger.on_request {
-        return None;
-    }
-    let after = state
-        .split
-        .map_or(i64::MIN, |s| s.to_seq)
-        .max(state.marker.unwrap_or(i64::MIN));
-    let first = ctx.first_dialogue();
-    ((first + 1).max(seen)..ctx.events.len())
-        .rev()
-        .find(|&ix| ctx.events[ix].kind == Kind::Compaction && ctx.events[ix].seq > after)
 }
 
 /// Whether the previous call's prompt reached the threshold: its reported

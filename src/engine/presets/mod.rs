@@ -167,18 +167,8 @@ fn follow_marker(
     fired: &mut Vec<&'static str>,
     seen: usize,
 ) -> Option<usize> {
-    if !policy.trigger.on_request {
-        return None;
-    }
-    // A marker once followed is not followed again.
-    let after = state
-        .split
-        .map_or(i64::MIN, |s| s.to_seq)
-        .max(state.marker.unwrap_or(i64::MIN));
+    let ix = newest_marker(ctx, state, policy, seen)?;
     let first = ctx.first_dialogue();
-    let ix = ((first + 1).max(seen)..ctx.events.len())
-        .rev()
-        .find(|&ix| ctx.events[ix].kind == Kind::Compaction && ctx.events[ix].seq > after)?;
     fired.push("marker");
     state.split = Some(crate::engine::Span {
         from_seq: ctx.events[first].seq,
@@ -186,6 +176,24 @@ fn follow_marker(
     });
     state.marker = Some(ctx.events[ix].seq);
     Some(ix)
+}
+
+/// The newest `compaction` marker of the log since the call before (which
+/// saw `seen` events) and after the span compacted so far and the marker
+/// followed last, while the policy honours markers: a marker once followed
+/// is not followed again.
+fn newest_marker(ctx: &Context, state: &State, policy: &Policy, seen: usize) -> Option<usize> {
+    if !policy.trigger.on_request {
+        return None;
+    }
+    let after = state
+        .split
+        .map_or(i64::MIN, |s| s.to_seq)
+        .max(state.marker.unwrap_or(i64::MIN));
+    let first = ctx.first_dialogue();
+    ((first + 1).max(seen)..ctx.events.len())
+        .rev()
+        .find(|&ix| ctx.events[ix].kind == Kind::Compaction && ctx.events[ix].seq > after)
 }
 
 /// The span a host's compaction of the whole history before this call

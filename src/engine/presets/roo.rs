@@ -48,16 +48,7 @@ pub fn project<'a>(
             .take_while(|&ix| matches!(ctx.events[ix].kind, Kind::User | Kind::ToolResult))
             .collect();
         for &ix in &kept {
-            if ctx.slots[ix].status != Status::Pinned {
-                let tokens = ctx.raw_tokens(ix);
-                ctx.set(
-                    ix,
-                    Status::Pinned,
-                    ReducerName::Summary,
-                    Why::FirstKept,
-                    tokens,
-                );
-            }
+            keep_before_summary(&mut ctx, ix);
         }
         ctx.around.events.extend(kept);
         // A tool call whose result is kept after the summary is sent with
@@ -69,17 +60,8 @@ pub fn project<'a>(
                     .session
                     .partner_of(ix)
                     .is_some_and(|p| p >= end && p < n);
-            if answered_after && ctx.slots[ix].status != Status::Pinned {
-                let tokens = ctx.raw_tokens(ix);
-                ctx.set(
-                    ix,
-                    Status::Pinned,
-                    ReducerName::Summary,
-                    Why::FirstKept,
-                    tokens,
-                );
-            }
             if answered_after {
+                keep_before_summary(&mut ctx, ix);
                 ctx.around.events.push(ix);
                 // And its result, which the cover took with it, is sent.
                 let result = ctx.session.partner_of(ix).expect("answered");
@@ -95,6 +77,20 @@ pub fn project<'a>(
     apply_dropped(&mut ctx, state.dropped, why, carry);
     drop_markers(&mut ctx);
     ctx
+}
+
+/// Sends the event at `ix` whole before the summary, as Roo Code keeps it.
+fn keep_before_summary(ctx: &mut Context, ix: usize) {
+    if ctx.slots[ix].status != Status::Pinned {
+        let tokens = ctx.raw_tokens(ix);
+        ctx.set(
+            ix,
+            Status::Pinned,
+            ReducerName::Summary,
+            Why::FirstKept,
+            tokens,
+        );
+    }
 }
 
 /// Roo Code's decision before this call, on the previous request's
