@@ -1014,6 +1014,16 @@ fn close_open(draft: &mut Draft, open: &mut Open, ts: &str) {
     }
 }
 
+/// A message's content as blocks: a list as it is, a text as one text
+/// block; none where it has neither.
+fn blocks_of(message: &Value) -> Option<Vec<Value>> {
+    match &message["content"] {
+        Value::Array(items) => Some(items.clone()),
+        Value::String(s) => Some(vec![json!({"type": "text", "text": s})]),
+        _ => None,
+    }
+}
+
 /// A user message: its tool results (native `tool_result` blocks, or the
 /// result Cline writes as text after a `[tool for 'x'] Result:` line), with
 /// the rest of the message's text (the environment details) folded into
@@ -1026,13 +1036,9 @@ fn user(
     blocks: &mut HashMap<(usize, usize), i64>,
     open: &mut Open,
 ) {
-    let content: Vec<Value> = match &message["content"] {
-        Value::Array(items) => items.clone(),
-        Value::String(s) => vec![json!({"type": "text", "text": s})],
-        _ => {
-            draft.unmapped("user message without content");
-            return;
-        }
+    let Some(content) = blocks_of(message) else {
+        draft.unmapped("user message without content");
+        return;
     };
     let mut texts: Vec<(usize, String)> = Vec::new();
     let mut others: Vec<Value> = Vec::new();
@@ -1106,13 +1112,9 @@ fn assistant(
     blocks: &mut HashMap<(usize, usize), i64>,
     open: &mut Open,
 ) {
-    let content: Vec<Value> = match &message["content"] {
-        Value::Array(items) => items.clone(),
-        Value::String(s) => vec![json!({"type": "text", "text": s})],
-        _ => {
-            draft.unmapped("assistant message without content");
-            return;
-        }
+    let Some(content) = blocks_of(message) else {
+        draft.unmapped("assistant message without content");
+        return;
     };
     // The tool whose result the next message holds, where it is XML.
     let answered = next.and_then(|m| match &m["content"] {
