@@ -9,42 +9,12 @@ use ctxlens::hosts::codex::{Reasoning, encrypted_tokens};
 use ctxlens::model::Kind;
 use serde_json::Value;
 
+use crate::common::{compaction_pairs as pairs, json_run as run};
+
 fn fixture(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/codex")
         .join(name)
-}
-
-/// `ctxlens ARGS SRC --json ...` with a cache of its own.
-fn run(command: &str, src: &std::path::Path, args: &[&str]) -> Value {
-    let cache = tempfile::TempDir::new().unwrap();
-    let run = assert_cmd::Command::cargo_bin("ctxlens")
-        .unwrap()
-        .env("XDG_CACHE_HOME", cache.path())
-        .arg(command)
-        .arg(src)
-        .arg("--json")
-        .args(args)
-        .output()
-        .unwrap();
-    // replay exits 1 when a call differs from its record.
-    assert!(
-        matches!(run.status.code(), Some(0 | 1)),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    serde_json::from_slice(&run.stdout).unwrap()
-}
-
-/// (host_call, predicted_call, offset) of each compaction.
-fn pairs(replay: &Value) -> Vec<(Option<i64>, Option<i64>, Option<i64>)> {
-    let list = replay["compactions"].as_array().unwrap();
-    (list.iter())
-        .map(|c| {
-            let n = |k: &str| c[k].as_i64();
-            (n("host_call"), n("predicted_call"), n("offset"))
-        })
-        .collect()
 }
 
 const PREDICT: [&str; 4] = ["--set", "preset=codex", "--set", "trigger.on_request=false"];

@@ -167,3 +167,37 @@ pub fn reason(p: &Projected, seq: i64) -> String {
 pub fn big(n: usize) -> String {
     "x".repeat(n)
 }
+
+/// `ctxlens COMMAND SRC --json ARGS...` with a cache of its own: its JSON
+/// (exit 0, or 1: replay says 1 where a call differs from its record).
+pub fn json_run(command: &str, src: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let cache = tempfile::TempDir::new().unwrap();
+    let run = assert_cmd::Command::cargo_bin("ctxlens")
+        .unwrap()
+        .env("XDG_CACHE_HOME", cache.path())
+        .arg(command)
+        .arg(src)
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        matches!(run.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    serde_json::from_slice(&run.stdout).unwrap()
+}
+
+/// (host_call, predicted_call, offset) of each compaction `replay --json`
+/// pairs.
+pub fn compaction_pairs(
+    replay: &serde_json::Value,
+) -> Vec<(Option<i64>, Option<i64>, Option<i64>)> {
+    (replay["compactions"].as_array().unwrap().iter())
+        .map(|c| {
+            let n = |k: &str| c[k].as_i64();
+            (n("host_call"), n("predicted_call"), n("offset"))
+        })
+        .collect()
+}

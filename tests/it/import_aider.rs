@@ -17,6 +17,8 @@ use ctxlens::model::{Kind, Log};
 use serde_json::Value;
 use tempfile::TempDir;
 
+use crate::common::{compaction_pairs, json_run};
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/aider")
@@ -54,37 +56,6 @@ fn import(src: &Path) -> (Log, String, TempDir) {
     let said =
         String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
     (log, said, dir)
-}
-
-/// `ctxlens replay SRC --json ARGS`.
-fn replay(src: &Path, args: &[&str]) -> Value {
-    let cache = TempDir::new().unwrap();
-    let run = ctxlens(cache.path())
-        .arg("replay")
-        .arg(src)
-        .arg("--json")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        matches!(run.status.code(), Some(0 | 1)),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    serde_json::from_slice(&run.stdout).unwrap()
-}
-
-/// (host_call, predicted_call, offset) of each compaction.
-fn compactions(replay: &Value) -> Vec<(Option<i64>, Option<i64>, Option<i64>)> {
-    (replay["compactions"].as_array().unwrap().iter())
-        .map(|c| {
-            (
-                c["host_call"].as_i64(),
-                c["predicted_call"].as_i64(),
-                c["offset"].as_i64(),
-            )
-        })
-        .collect()
 }
 
 fn meta(text: Option<&str>) -> Value {
@@ -214,22 +185,22 @@ fn replay_under_aider_matches_every_request_and_each_summary_at_its_call() {
     // The project: its chat history says the model's input limit, which
     // each call records.
     let src = fixture("summarized");
-    let replayed = replay(&src, &[]);
+    let replayed = json_run("replay", &src, &[]);
     assert_eq!(replayed["diverging"], 0, "{:#}", replayed["calls"]);
     assert_eq!(replayed["matching"], 10);
     let both = [(Some(4), Some(4), Some(0)), (Some(7), Some(7), Some(0))];
-    assert_eq!(compactions(&replayed), both);
+    assert_eq!(compaction_pairs(&replayed), both);
     assert!((replayed["compactions"].as_array().unwrap().iter()).all(|c| c["kind"] == "auto"));
     // The LLM history alone does not: Aider's budget is then that of a
     // model of 200,000 input tokens, 8,192, which the chat never reached.
     let alone = src.join(".aider.llm.history");
-    let replayed = replay(&alone, &[]);
+    let replayed = json_run("replay", &alone, &[]);
     assert_eq!(
-        compactions(&replayed),
+        compaction_pairs(&replayed),
         [(Some(4), None, None), (Some(7), None, None)]
     );
-    let replayed = replay(&alone, &SMALL_MODEL);
-    assert_eq!(compactions(&replayed), both);
+    let replayed = json_run("replay", &alone, &SMALL_MODEL);
+    assert_eq!(compaction_pairs(&replayed), both);
     assert_eq!(replayed["matching"], 10);
 }
 
@@ -287,11 +258,11 @@ fn what_the_summary_covers_is_summarized_and_the_parts_of_other_requests_dropped
 fn a_file_of_either_history_opens_directly() {
     let src = fixture("summarized");
     // The LLM history alone: the same calls, without the usage.
-    let replayed = replay(&src.join(".aider.llm.history"), &SMALL_MODEL);
+    let replayed = json_run("replay", &src.join(".aider.llm.history"), &SMALL_MODEL);
     assert_eq!(replayed["matching"], 10);
     assert_eq!(replayed["calls"][0]["reported_input_tokens"], Value::Null);
     // The chat history alone: a call per answer, with no record.
-    let replayed = replay(&src.join(".aider.chat.history.md"), &[]);
+    let replayed = json_run("replay", &src.join(".aider.chat.history.md"), &[]);
     assert_eq!(replayed["calls"].as_array().unwrap().len(), 10);
     assert_eq!(replayed["calls"][0]["reported_input_tokens"], 320);
 }
@@ -430,11 +401,11 @@ fn a_real_llm_history_imports_and_replays_to_its_record() {
         .filter(|s| meta(s.session.meta.as_deref())["coder"] == "editor")
         .count();
     assert_eq!(editors, 10);
-    let replayed = replay(&src, &[]);
+    let replayed = json_run("replay", &src, &[]);
     assert_eq!(replayed["matching"], 33, "{:#}", replayed["calls"]);
     // Aider never summarized: its architect appended to the done messages
     // after every check, so each summary was dropped; replay says so.
-    assert_eq!(compactions(&replayed), []);
+    assert_eq!(compaction_pairs(&replayed), []);
     let discarded = (replayed["calls"].as_array().unwrap().iter())
         .filter(|c| {
             c["triggers"]
@@ -510,9 +481,9 @@ fn switching_to_a_coder_of_another_edit_format_summarizes_all_and_is_followed() 
     let s = &log.sessions[0];
     assert_eq!(s.summaries.len(), 1);
     assert_eq!(meta(s.summaries[0].meta.as_deref())["switch"], true);
-    let replayed = replay(&src, &[]);
+    let replayed = json_run("replay", &src, &[]);
     assert_eq!(replayed["matching"], 2, "{:#}", replayed["calls"]);
-    assert_eq!(compactions(&replayed), [(Some(2), Some(2), Some(0))]);
+    assert_eq!(compaction_pairs(&replayed), [(Some(2), Some(2), Some(0))]);
     // The user's command, not Aider's budget: a manual compaction.
     assert_eq!(replayed["compactions"][0]["kind"], "manual");
     assert_eq!(replayed["calls"][1]["triggers"][0], "coder_switch");

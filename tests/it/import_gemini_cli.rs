@@ -13,6 +13,8 @@ use ctxlens::model::{Kind, Log};
 use serde_json::Value;
 use tempfile::TempDir;
 
+use crate::common::{compaction_pairs, json_run};
+
 fn tmp() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gemini-cli/tmp")
 }
@@ -45,37 +47,6 @@ fn import(src: &Path) -> (Log, String, TempDir) {
     let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
     assert!(run.status.success(), "{stderr}");
     (Store::open(&out).unwrap().load().unwrap(), stderr, dir)
-}
-
-/// `ctxlens replay SRC --json ARGS` (SRC opened directly), with a cache of its own.
-fn replay(src: &Path, args: &[&str]) -> Value {
-    let cache = TempDir::new().unwrap();
-    let run = Command::cargo_bin("ctxlens")
-        .unwrap()
-        .env("XDG_CACHE_HOME", cache.path())
-        .arg("replay")
-        .arg(src)
-        .arg("--json")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        matches!(run.status.code(), Some(0 | 1)),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    serde_json::from_slice(&run.stdout).unwrap()
-}
-
-/// (host_call, predicted_call, offset) of each compaction.
-fn pairs(replay: &Value) -> Vec<(Option<i64>, Option<i64>, Option<i64>)> {
-    let list = replay["compactions"].as_array().unwrap();
-    (list.iter())
-        .map(|c| {
-            let n = |k: &str| c[k].as_i64();
-            (n("host_call"), n("predicted_call"), n("offset"))
-        })
-        .collect()
 }
 
 fn meta(text: Option<&str>) -> Value {
@@ -133,19 +104,23 @@ fn compressions_are_markers_and_the_calls_after_record_what_gemini_kept() {
         "{}",
         fifth.evictions
     );
-    let replayed = replay(&document(), &[]);
+    let replayed = json_run("replay", &document(), &[]);
     assert_eq!(replayed["diverging"], 0, "{replayed}");
     assert_eq!(replayed["matching"], 9);
     assert_eq!(
-        pairs(&replayed),
+        compaction_pairs(&replayed),
         [(Some(5), Some(5), Some(0)), (Some(8), Some(8), Some(0))]
     );
 }
 
 #[test]
 fn the_preset_predicts_the_automatic_compression_where_gemini_made_it() {
-    let replayed = replay(&document(), &["--set", "trigger.on_request=false"]);
-    let list = pairs(&replayed);
+    let replayed = json_run(
+        "replay",
+        &document(),
+        &["--set", "trigger.on_request=false"],
+    );
+    let list = compaction_pairs(&replayed);
     assert!(list.contains(&(Some(5), Some(5), Some(0))), "{list:?}");
     // /compress is the user's: never predicted.
     assert!(list.contains(&(Some(8), None, None)), "{list:?}");
@@ -193,9 +168,9 @@ fn session_lines_replay_rewinds_updates_and_a_recorded_compression() {
         meta(cancelled.unwrap().meta.as_deref())["status"],
         "cancelled"
     );
-    let replayed = replay(&lines(), &[]);
+    let replayed = json_run("replay", &lines(), &[]);
     assert_eq!(replayed["diverging"], 0, "{replayed}");
-    assert_eq!(pairs(&replayed), [(Some(4), Some(4), Some(0))]);
+    assert_eq!(compaction_pairs(&replayed), [(Some(4), Some(4), Some(0))]);
 }
 
 #[test]

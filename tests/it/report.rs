@@ -9,6 +9,8 @@ use std::process::Command;
 use scraper::{Html, Selector};
 use serde_json::Value;
 
+use crate::common::json_run;
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
@@ -47,14 +49,6 @@ fn select<'a>(html: &'a Html, css: &str) -> Vec<scraper::ElementRef<'a>> {
     html.select(&Selector::parse(css).unwrap()).collect()
 }
 
-fn json(dir: &Path, command: &str, path: &Path) -> Value {
-    serde_json::from_str(&ctxlens(
-        dir,
-        &[command.as_ref(), path.as_os_str(), "--json".as_ref()],
-    ))
-    .unwrap()
-}
-
 /// A Claude Code session with two compactions: the page parses without an
 /// error, marks each compaction the host made on its chart, holds each
 /// summary, the findings, the fact traced, the cost `stats` gives, and a
@@ -65,7 +59,7 @@ fn a_session_page_shows_its_compactions_findings_and_cost() {
     let src = fixture("claude-code/v2.1-auto-compact.jsonl");
     let (html, _) = report(dir.path(), &[&src], &["--fact", "tokenizer"]);
     assert!(html.errors.is_empty(), "{:?}", html.errors);
-    let replay = json(dir.path(), "replay", &src);
+    let replay = json_run("replay", &src, &[]);
     let host: Vec<&Value> = (replay["compactions"].as_array().unwrap().iter())
         .filter(|c| !c["host_call"].is_null())
         .collect();
@@ -94,7 +88,7 @@ fn a_session_page_shows_its_compactions_findings_and_cost() {
             .any(|s| s.contains("The tokenizer loop was fixed")),
         "{summaries:?}"
     );
-    let found = json(dir.path(), "findings", &src);
+    let found = json_run("findings", &src, &[]);
     let kinds = select(&html, "details.findings > summary");
     assert_eq!(
         kinds.len(),
@@ -103,7 +97,7 @@ fn a_session_page_shows_its_compactions_findings_and_cost() {
             .collect::<std::collections::BTreeSet<_>>()
             .len()
     );
-    let stats = json(dir.path(), "stats", &src);
+    let stats = json_run("stats", &src, &[]);
     let usd = stats["total_usd"].as_f64().unwrap();
     let facts: String = select(&html, "dl.facts")
         .iter()
@@ -304,7 +298,7 @@ fn the_fleet_total_counts_a_summarizer_once() {
         select(&html, "section.session").len() >= 2,
         "the session and its summarizer"
     );
-    let stats = json(dir.path(), "stats", &src);
+    let stats = json_run("stats", &src, &[]);
     let usd = ctxlens::analysis::cost::dollars(stats["total_usd"].as_f64().unwrap());
     let totals: String = select(&html, "p.totals")
         .iter()
