@@ -511,6 +511,15 @@ pub fn summarizer_sessions(log: &Log) -> BTreeMap<String, Vec<usize>> {
     served
 }
 
+/// `summarizer_sessions` the other way round: for each session that
+/// summarized for another, by position, the id of the session it served
+/// (where its cost is counted).
+pub fn served_by(summarizers: &BTreeMap<String, Vec<usize>>) -> BTreeMap<usize, String> {
+    (summarizers.iter())
+        .flat_map(|(parent, ixs)| ixs.iter().map(move |&ix| (ix, parent.clone())))
+        .collect()
+}
+
 /// Counts in `total`, a session's cost, the calls of `summarizers`, the
 /// sessions whose calls summarized for its compactions, as the compaction's
 /// cost: each billed call at its reported usage (a call without usage is

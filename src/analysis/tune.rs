@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::cost::{self, Prices};
 use super::findings::{self, Finding, FindingKind, Needed, Scope};
 use super::why::{Fact, kept_throughout};
-use super::{PolicyChoice, ProjectionCache};
+use super::{PolicyChoice, ProjectionCache, most_common};
 use crate::model::{Log, SessionLog};
 use crate::policy::PolicyBuilder;
 
@@ -301,7 +301,7 @@ pub fn units<'a>(logs: &'a [Log], names: &[String]) -> Vec<Unit<'a>> {
     let mut at: HashMap<(usize, String), usize> = HashMap::new();
     for (n, log) in logs.iter().enumerate() {
         let summarizers = cost::summarizer_sessions(log);
-        let summarizes: Vec<usize> = summarizers.values().flatten().copied().collect();
+        let served = cost::served_by(&summarizers);
         for (ix, s) in log.sessions.iter().enumerate() {
             let top = root(n, s.id());
             let member = Member {
@@ -310,7 +310,7 @@ pub fn units<'a>(logs: &'a [Log], names: &[String]) -> Vec<Unit<'a>> {
                 summarizers: (summarizers.get(s.id()).into_iter().flatten())
                     .map(|&i| &log.sessions[i])
                     .collect(),
-                summarizes: summarizes.contains(&ix),
+                summarizes: served.contains_key(&ix),
             };
             match at.get(&top) {
                 Some(&u) => units[u].members.push(member),
@@ -339,16 +339,10 @@ impl Unit<'_> {
     /// of each session under its recorded policies.
     pub fn prepare(&self, caches: &mut Caches, prices: &Prices) -> Prepared {
         let recorded = PolicyChoice::default();
-        let mut policies: HashMap<&str, usize> = HashMap::new();
-        for call in self.members.iter().flat_map(|m| &m.session.calls) {
-            *policies
-                .entry(call.policy.as_deref().unwrap_or(""))
-                .or_default() += 1;
-        }
-        let policy = (policies.into_iter())
-            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
-            .map(|(p, _)| p.to_string())
-            .filter(|p| !p.is_empty());
+        let calls = self.members.iter().flat_map(|m| &m.session.calls);
+        let policy = most_common(calls.map(|c| c.policy.as_deref().unwrap_or("")))
+            .filter(|p| !p.is_empty())
+            .map(str::to_string);
         Prepared {
             needed: self
                 .members
@@ -599,14 +593,8 @@ impl Candidate {
 /// The recorded policy most sessions with calls have (the first in order
 /// of its text among as many); none where none of them has one.
 fn base_policy(sessions: &[SessionScore]) -> Option<&str> {
-    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
-    for s in sessions.iter().filter(|s| s.calls > 0) {
-        if let Some(policy) = s.recorded_policy.as_deref() {
-            *count.entry(policy).or_default() += 1;
-        }
-    }
-    let most = count.values().copied().max()?;
-    count.into_iter().find(|(_, n)| *n == most).map(|(p, _)| p)
+    let with_calls = sessions.iter().filter(|s| s.calls > 0);
+    most_common(with_calls.filter_map(|s| s.recorded_policy.as_deref()))
 }
 
 /// Which of `n` shards (0-based) session `id` falls in: by a hash of its

@@ -48,27 +48,30 @@ pub fn run(
         String::new(),
     );
     let logs: Vec<&crate::model::Log> = opened.iter().map(|o| &o.log).collect();
-    // Each summarizer session, by (log, session), with the session it served.
-    let counted_in: std::collections::HashMap<(usize, usize), String> = (logs.iter().enumerate())
-        .flat_map(|(n, log)| {
-            let served = crate::analysis::cost::summarizer_sessions(log);
-            served.into_iter().flat_map(move |(parent, ixs)| {
-                ixs.into_iter().map(move |ix| ((n, ix), parent.clone()))
-            })
-        })
+    // Each log's summarizer sessions, by the session they served, and the
+    // other way round.
+    let summarizers: Vec<_> = (logs.iter())
+        .map(|log| crate::analysis::cost::summarizer_sessions(log))
+        .collect();
+    let counted_in: Vec<_> = summarizers
+        .iter()
+        .map(crate::analysis::cost::served_by)
         .collect();
     let sections: Vec<_> = (wanted.par_iter().enumerate())
         .map(|(i, &(n, ix))| {
             let log = logs[n];
+            let session = &log.sessions[ix];
             let made = section(&Ask {
-                log,
-                session: &log.sessions[ix],
+                session,
+                summarizers: (summarizers[n].get(session.id()).into_iter().flatten())
+                    .map(|&s| &log.sessions[s])
+                    .collect(),
                 activity: &activities[n][ix],
                 choice,
                 prices: &prices,
                 facts,
                 anchor: format!("s-{}", i + 1),
-                counted_in: counted_in.get(&(n, ix)).cloned(),
+                counted_in: counted_in[n].get(&ix).cloned(),
             });
             bar.inc(1);
             made

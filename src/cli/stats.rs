@@ -106,10 +106,7 @@ pub fn run(
     let mut projections = ProjectionCache::default();
     let prices = crate::config::prices()?;
     let summarizers = cost::summarizer_sessions(&log);
-    let counted_in: BTreeMap<usize, &str> = summarizers
-        .iter()
-        .flat_map(|(parent, ixs)| ixs.iter().map(move |&ix| (ix, parent.as_str())))
-        .collect();
+    let counted_in = cost::served_by(&summarizers);
     // A policy the user chose that does not build (a price that is none)
     // stops the command; a recorded one that does not is priced by the
     // defaults.
@@ -149,7 +146,7 @@ pub fn run(
             let (calls, session) =
                 cost::priced(s, &replays, &served, choice, &prices, &mut projections);
             let mut cost = Cost { session, calls };
-            cost.session.counted_in = counted_in.get(&ix).map(|p| p.to_string());
+            cost.session.counted_in = counted_in.get(&ix).cloned();
             SessionStats {
                 findings: crate::analysis::findings::counts(&found),
                 activity,

@@ -14,17 +14,19 @@ use crate::analysis::cost::{self, Prices, SessionCost, dollars};
 use crate::analysis::findings::{self, Finding, FindingKind, Scope};
 use crate::analysis::replay::{CallReplay, Compaction, paired};
 use crate::analysis::why::{Fact, Trace, trace_with};
-use crate::analysis::{PolicyChoice, ProjectionCache};
+use crate::analysis::{PolicyChoice, ProjectionCache, most_common};
 use crate::display::thousands;
 use crate::engine::{ItemRef, Projected, Status};
-use crate::model::{Kind, Log, SessionLog, Text};
+use crate::model::{Kind, SessionLog, Text};
 use crate::policy::PolicyBuilder;
 use crate::tokens::Encoding;
 
 /// What a section is made from.
 pub struct Ask<'a> {
-    pub log: &'a Log,
     pub session: &'a SessionLog,
+    /// The sessions whose calls summarized for its compactions: their
+    /// billed usage is its compactions' cost, as `stats` counts it.
+    pub summarizers: Vec<&'a SessionLog>,
     pub activity: &'a Activity,
     pub choice: &'a PolicyChoice,
     pub prices: &'a Prices,
@@ -198,27 +200,24 @@ fn host(session: &SessionLog) -> String {
 
 /// The model most of the calls name.
 fn model(session: &SessionLog) -> String {
-    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
-    for call in &session.calls {
-        *count
-            .entry(call.model.as_deref().unwrap_or("?"))
-            .or_default() += 1;
-    }
-    let most = count.values().copied().max().unwrap_or(0);
-    (count.into_iter())
-        .filter(|(_, n)| *n == most)
-        .map(|(m, _)| m.to_string())
-        .next()
-        .unwrap_or_else(|| "none".into())
+    let models = session
+        .calls
+        .iter()
+        .map(|c| c.model.as_deref().unwrap_or("?"));
+    most_common(models).unwrap_or("none").to_string()
 }
 
 fn session_cost(ask: &Ask, replays: &[CallReplay], cache: &mut ProjectionCache) -> SessionCost {
-    let session = ask.session;
-    let summarizers = cost::summarizer_sessions(ask.log);
-    let served: Vec<&SessionLog> = (summarizers.get(session.id()).into_iter().flatten())
-        .map(|&ix| &ask.log.sessions[ix])
-        .collect();
-    cost::priced(session, replays, &served, ask.choice, ask.prices, cache).1
+    let summarizers = &ask.summarizers;
+    cost::priced(
+        ask.session,
+        replays,
+        summarizers,
+        ask.choice,
+        ask.prices,
+        cache,
+    )
+    .1
 }
 
 /// The encoding the session's first call is counted in under `choice`.
