@@ -241,9 +241,10 @@ fn facts(h: &mut String, ask: &Ask, row: &Row, replays: &[CallReplay], cost: &Se
     let mut priced = match cost.billed_calls + cost.estimated_calls {
         0 => "unknown (no model priced)".to_string(),
         _ => format!(
-            "{} ({} calls billed as reported, {} estimated from the projection; prices of {})",
+            "{} ({} call{} billed as reported, {} estimated from the projection; prices of {})",
             dollars(cost.usd),
             cost.billed_calls,
+            if cost.billed_calls == 1 { "" } else { "s" },
             cost.estimated_calls,
             cost.prices_as_of
         ),
